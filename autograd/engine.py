@@ -1,0 +1,90 @@
+"""Reverse-mode differentiation: walk the graph from an output back to the leaves.
+
+The walk is iterative (an explicit stack), so a chain of 100,000 ops needs no recursion.
+Gradients meeting at a node are summed before the node's backward runs, and leaf gradients
+accumulate into `.grad` across calls, which is what makes a tensor used twice correct.
+"""
+from __future__ import annotations
+
+from autograd.function import Function
+from autograd.grad_mode import no_grad
+
+
+def _topological_order(root: Function) -> list[Function]:
+    """Nodes reachable from `root`, each after every node that consumes it."""
+    order: list[Function] = []
+    visited = {id(root)}
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if node.freed:
+            raise RuntimeError(
+                "backward through a graph whose saved values were already freed: a second "
+                "backward() over the same graph needs backward(retain_graph=True) the first time"
+            )
+        stack.append((node, True))
+        for parent in node.parents:
+            if isinstance(parent, Function) and id(parent) not in visited:
+                visited.add(id(parent))
+                stack.append((parent, False))
+    order.reverse()  # root first, leaves' consumers last
+    return order
+
+
+def _run_hooks(hooks, grad):
+    for hook in hooks or ():
+        replaced = hook(grad)
+        if replaced is not None:
+            grad = replaced
+    return grad
+
+
+def backward(root_tensor, grad, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) * grad into every leaf's `.grad`."""
+    root = root_tensor._node
+    order = _topological_order(root)
+    pending = {id(root): grad}
+    leaf_owned: set[int] = set()  # ids of arrays already handed to a leaf in this pass
+    with no_grad():
+        for node in order:
+            g = pending.pop(id(node), None)
+            if g is None:
+                continue  # no gradient flows into this node (e.g. an unused branch)
+            g = _run_hooks(node.hooks, g)
+            if node.retained is not None:
+                kept = node.retained()
+                if kept is not None:
+                    kept.grad = g if kept.grad is None else kept.grad + g
+            grads = node.backward(g)
+            for parent, pg in zip(node.parents, grads):
+                if parent is None or pg is None:
+                    continue
+                if isinstance(parent, Function):
+                    key = id(parent)
+                    pending[key] = pg if key not in pending else pending[key] + pg
+                else:
+                    _accumulate_leaf(parent, pg, g, leaf_owned)
+            if not retain_graph:
+                node.release()
+
+
+def _accumulate_leaf(leaf, grad, incoming, owned: set[int]) -> None:
+    grad = _run_hooks(leaf._hooks, grad)
+    if grad.dtype != leaf.data.dtype:
+        grad = grad.astype(leaf.data.dtype)
+    if grad.shape != leaf.data.shape:
+        raise RuntimeError(
+            f"internal error: gradient of shape {grad.shape} for a leaf of shape {leaf.data.shape}"
+        )
+    if leaf.grad is None:
+        # The backward may hand the same array to several inputs (add) or pass a view of its
+        # incoming gradient: copy so that no two leaves share one .grad buffer.
+        if grad is incoming or grad.base is not None or id(grad) in owned:
+            grad = grad.copy()
+        leaf.grad = grad
+        owned.add(id(grad))
+    else:
+        leaf.grad += grad

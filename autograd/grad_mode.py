@@ -1,0 +1,36 @@
+"""Whether operations record a graph. `no_grad()` turns recording off inside a `with` block."""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.enabled = bool(mode)
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Build no graph inside the block (inference, optimizer updates)."""
+    previous = is_grad_enabled()
+    set_grad_enabled(False)
+    try:
+        yield
+    finally:
+        set_grad_enabled(previous)
+
+
+@contextlib.contextmanager
+def enable_grad():
+    previous = is_grad_enabled()
+    set_grad_enabled(True)
+    try:
+        yield
+    finally:
+        set_grad_enabled(previous)
