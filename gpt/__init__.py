@@ -1,1 +1,2 @@
-"""gpt package."""
+"""gpt: the GPT model (config, layers, presets), and the tools around it."""
+from gpt.config import GPTConfig  # noqa: F401
