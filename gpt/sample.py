@@ -1,0 +1,351 @@
+"""Sampling strategies on logits arrays: what picks the next token, and when to stop.
+
+Everything here works on host NumPy arrays of the last position's logits, shape (B, V), so it
+is independent of the model and of the device the model ran on (the generation loop copies the
+(B, V) row block to the host once per step). Filters return new float64 arrays in which the
+tokens they remove hold -inf; probabilities are computed in float64 so that top-p's cumulative
+mass is exact to ~1e-15.
+
+Order of application (the same as Hugging Face's and llama.cpp's defaults):
+    repetition penalty -> temperature -> top-k -> top-p -> sample
+Temperature 0 means greedy: the argmax of the penalised logits (top-k / top-p do not change it).
+Ties are broken towards the lowest token id everywhere (argmax, top-k), so top-k=1 is greedy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+NEG_INF = -np.inf
+
+
+def _as_logits2d(logits: Any) -> np.ndarray:
+    arr = np.asarray(logits, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"expected logits of shape (B, V) or (V,), got {arr.shape}")
+    return arr
+
+
+# ---- logit processors ----------------------------------------------------------------------
+def apply_repetition_penalty(logits: np.ndarray, context: Sequence[Sequence[int]] | np.ndarray,
+                             penalty: float) -> np.ndarray:
+    """CTRL's repetition penalty: every token already present in a row's context has its logit
+    divided by `penalty` when positive and multiplied by it when negative (so it always becomes
+    less likely for penalty > 1).
+
+    logits: (B, V) float; context: B sequences of token ids (ragged allowed; ids < 0 are padding
+    and ignored). Returns a new (B, V) float64 array.
+    """
+    if penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {penalty}")
+    out = _as_logits2d(logits).copy()
+    if penalty == 1.0:
+        return out
+    if len(context) != out.shape[0]:
+        raise ValueError(f"repetition penalty: {len(context)} context rows for {out.shape[0]} logit rows")
+    for b, ctx in enumerate(context):
+        ids = np.unique(np.asarray(ctx, dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < out.shape[1])]
+        vals = out[b, ids]
+        out[b, ids] = np.where(vals > 0, vals / penalty, vals * penalty)
+    return out
+
+
+def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """logits / temperature as float64 (B, V); temperature must be > 0 (0 is greedy, handled by the caller)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 here (0 means greedy), got {temperature}")
+    return _as_logits2d(logits) / float(temperature)
+
+
+def top_k_filter(logits: np.ndarray, k: int | None) -> np.ndarray:
+    """Keep exactly the k largest logits of each row (ties -> lower id first), the rest -inf.
+
+    logits: (B, V). k=None or k >= V keeps everything.
+    """
+    out = _as_logits2d(logits).copy()
+    if k is None or k >= out.shape[1]:
+        return out
+    if k < 1:
+        raise ValueError(f"top_k must be >= 1, got {k}")
+    # a stable sort on -logits ranks equal logits by id, matching np.argmax's first-max rule
+    order = np.argsort(-out, axis=1, kind="stable")
+    np.put_along_axis(out, order[:, k:], NEG_INF, axis=1)
+    return out
+
+
+def top_p_filter(logits: np.ndarray, p: float | None, tol: float = 1e-9) -> np.ndarray:
+    """Nucleus filtering: keep the smallest set of most-likely tokens whose probability mass
+    reaches p; the rest become -inf.
+
+    A token is kept iff the mass of the tokens ranked strictly above it is below p (minus `tol`,
+    so that a mass that reaches p up to rounding counts as reaching it). The top token is always
+    kept. logits: (B, V); p=None or p >= 1 keeps everything.
+    """
+    out = _as_logits2d(logits).copy()
+    if p is None or p >= 1.0:
+        return out
+    if p <= 0:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    probs = softmax(out)
+    order = np.argsort(-probs, axis=1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, axis=1)
+    mass_before = np.cumsum(sorted_p, axis=1) - sorted_p
+    drop_sorted = mass_before >= p - tol
+    drop_sorted[:, 0] = False
+    drop = np.zeros_like(drop_sorted)
+    np.put_along_axis(drop, order, drop_sorted, axis=1)
+    out[drop] = NEG_INF
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row softmax in float64; rows of (B, V). -inf entries get probability 0."""
+    x = _as_logits2d(logits)
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row log-softmax in float64; rows of (B, V)."""
+    x = _as_logits2d(logits)
+    m = x.max(axis=1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def greedy(logits: np.ndarray) -> np.ndarray:
+    """argmax per row (first maximum on ties) -> (B,) int64."""
+    return np.argmax(_as_logits2d(logits), axis=1).astype(np.int64)
+
+
+def process_logits(logits: np.ndarray, context=None, temperature: float = 1.0,
+                   top_k: int | None = None, top_p: float | None = None,
+                   repetition_penalty: float = 1.0) -> np.ndarray:
+    """Apply repetition penalty, temperature, top-k and top-p in that order -> (B, V) float64.
+
+    With temperature 0 only the repetition penalty is applied (greedy decoding takes the argmax).
+    """
+    out = _as_logits2d(logits)
+    if repetition_penalty != 1.0:
+        if context is None:
+            raise ValueError("repetition_penalty needs the context token ids")
+        out = apply_repetition_penalty(out, context, repetition_penalty)
+    if temperature == 0:
+        return out
+    out = apply_temperature(out, temperature)
+    out = top_k_filter(out, top_k)
+    return top_p_filter(out, top_p)
+
+
+def sample_from_logits(logits: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+    """Draw one token per row from softmax(logits) by inverse CDF with one uniform per row.
+
+    One draw of `generator.random(B)` per call, so a seeded generator gives the same tokens on
+    every machine and backend. Tokens with -inf logits are never chosen. -> (B,) int64.
+    """
+    probs = softmax(logits)
+    cdf = np.cumsum(probs, axis=1)
+    u = generator.random(probs.shape[0]) * cdf[:, -1]
+    # first index whose cdf exceeds u: zero-probability tokens repeat the previous cdf value
+    # and so can never be the first to exceed it
+    idx = (cdf <= u[:, None]).sum(axis=1)
+    return np.minimum(idx, probs.shape[1] - 1).astype(np.int64)
+
+
+def next_token(logits: np.ndarray, generator: np.random.Generator | None, context=None,
+               temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+               repetition_penalty: float = 1.0) -> np.ndarray:
+    """The next token of each row: greedy when temperature == 0, else a sample.
+
+    logits: (B, V) (any float dtype); context: B id sequences for the repetition penalty.
+    -> (B,) int64.
+    """
+    check_sampling_args(temperature, top_k, top_p, repetition_penalty)
+    out = process_logits(logits, context, temperature, top_k, top_p, repetition_penalty)
+    if temperature == 0:
+        return greedy(out)
+    if generator is None:
+        raise ValueError("sampling with temperature > 0 needs a numpy Generator")
+    return sample_from_logits(out, generator)
+
+
+def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None,
+                        repetition_penalty: float) -> None:
+    """Raise a clear ValueError naming the first bad sampling argument."""
+    if temperature is None or not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature}")
+    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k}")
+    if top_p is not None and not (0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or in (0, 1], got {top_p}")
+    if not (repetition_penalty > 0):
+        raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {repetition_penalty}")
+
+
+def make_generator(seed: int | None) -> np.random.Generator:
+    """A numpy Generator: reproducible for an int seed, fresh OS entropy for None."""
+    return np.random.default_rng(seed)
+
+
+# ---- stopping ------------------------------------------------------------------------------
+def split_stop(stop: int | str | Iterable[int | str] | None) -> tuple[frozenset, tuple]:
+    """Normalise a `stop` argument into (stop token ids, stop strings)."""
+    if stop is None:
+        return frozenset(), ()
+    if isinstance(stop, (int, np.integer, str)):
+        stop = [stop]
+    ids, strings = set(), []
+    for s in stop:
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+            ids.add(int(s))
+        elif isinstance(s, str):
+            if s == "":
+                raise ValueError("stop strings must not be empty")
+            strings.append(s)
+        else:
+            raise TypeError(f"stop entries must be token ids (int) or strings, got {s!r}")
+    return frozenset(ids), tuple(strings)
+
+
+@dataclass
+class StopState:
+    """Stop tracking for one row of generation.
+
+    Stop ids end generation on the token itself. Stop strings are matched on the decoded text
+    of the generated tokens only (never the prompt), so a string that spans several tokens is
+    found on the token that completes it, and a token whose text merely begins a stop string
+    does not end anything. `text_end` is where the row's visible text ends: the start of the
+    stop string, or None while running / when a stop id ended it.
+    """
+
+    ids: frozenset
+    strings: tuple
+    decode: Callable[[list], str] | None
+    tokens: list = field(default_factory=list)
+    done: bool = False
+    text_end: int | None = None
+    _text: str = ""
+
+    def push(self, token: int) -> bool:
+        """Record one generated token; return True when the row has just stopped."""
+        if self.done:
+            return True
+        self.tokens.append(int(token))
+        if token in self.ids:
+            self.done = True
+            return True
+        if self.strings:
+            before = len(self._text)
+            self._text = self.decode(self.tokens)
+            # search only where a new match can be: the tail that overlaps the new text
+            longest = max(len(s) for s in self.strings)
+            start = max(0, min(before, len(self._text)) - longest - 3)  # -3: a completed UTF-8 char
+            hits = [i for i in (self._text.find(s, start) for s in self.strings) if i >= 0]
+            if hits:
+                self.done = True
+                self.text_end = min(hits)
+                return True
+        return False
+
+    @property
+    def text(self) -> str:
+        """The decoded generated text, cut before the stop string when one matched."""
+        if self.decode is None:
+            raise ValueError("text needs a tokenizer")
+        text = self._text if self.strings else self.decode(self.tokens)
+        return text if self.text_end is None else text[: self.text_end]
+
+
+def make_stop_state(stop, tokenizer=None) -> StopState:
+    """A StopState for `stop` (ids and/or strings); strings need a tokenizer with .decode."""
+    ids, strings = split_stop(stop)
+    if strings and tokenizer is None:
+        raise ValueError(f"stop strings {list(strings)} need a tokenizer= to decode generated text")
+    decode = tokenizer.decode if tokenizer is not None else None
+    return StopState(ids, strings, decode)
+
+
+def holdback(text: str, strings: Sequence[str]) -> int:
+    """How many characters at the end of `text` may still become the start of a stop string
+    (or are an incomplete UTF-8 character shown as U+FFFD); a streamer must not print them yet."""
+    n = 0
+    for s in strings:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:k]):
+                n = max(n, k)
+                break
+    if text.endswith("\ufffd"):
+        n = max(n, 1)
+    return n
+
+
+# ---- beam search ---------------------------------------------------------------------------
+@dataclass
+class Hypothesis:
+    tokens: list
+    logprob: float
+    score: float
+
+
+def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray],
+                num_beams: int, max_new_tokens: int, is_final: Callable[[list], bool] | None = None,
+                length_penalty: float = 1.0, num_return: int = 1) -> list[Hypothesis]:
+    """Beam search with length normalisation; the best `num_return` hypotheses, best first.
+
+    logprob_fn(seqs, parents) -> (K, V) log-probabilities of the next token for each live beam,
+    where seqs (K, t) int64 are the tokens generated so far (t = 0 on the first call, K = 1) and
+    parents (K,) says which row of the previous call each beam extends (None on the first call;
+    a model with a KV cache reorders its cache rows by it).
+    is_final(tokens) says whether a hypothesis has ended (a stop id or stop string).
+    A hypothesis scores sum(log p) / len ** length_penalty (length = generated tokens).
+    The search stops when `num_beams` hypotheses have finished (early stopping) or after
+    max_new_tokens steps; with num_beams=1 it is exactly greedy decoding.
+    """
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be >= 1, got {num_beams}")
+    if not 1 <= num_return <= num_beams:
+        raise ValueError(f"beam search returns 1..num_beams={num_beams} sequences, asked for {num_return}")
+    norm = lambda lp, n: lp / (max(n, 1) ** length_penalty)  # noqa: E731
+    seqs = np.zeros((1, 0), dtype=np.int64)
+    sums = np.zeros(1)
+    parents = None
+    finished: list[Hypothesis] = []
+    for step in range(max_new_tokens):
+        lp = np.asarray(logprob_fn(seqs, parents), dtype=np.float64)
+        k_live, vocab = lp.shape
+        total = (sums[:, None] + lp).ravel()
+        # 2K candidates leave room for K live beams even if K of them finish now
+        n_cand = min(2 * num_beams, total.size)
+        cand = np.argsort(-total, kind="stable")[:n_cand]
+        new_rows, new_sums, new_parents = [], [], []
+        for rank, c in enumerate(cand):
+            if not np.isfinite(total[c]):
+                break
+            beam, tok = divmod(int(c), vocab)
+            toks = seqs[beam].tolist() + [tok]
+            if is_final is not None and is_final(toks):
+                # a finished hypothesis counts only if it ranks among the top K this step
+                if rank < num_beams:
+                    finished.append(Hypothesis(toks, float(total[c]), norm(float(total[c]), len(toks))))
+            else:
+                new_rows.append(toks)
+                new_sums.append(float(total[c]))
+                new_parents.append(beam)
+            if len(new_rows) == num_beams:
+                break
+        if len(finished) >= num_beams or not new_rows:
+            break
+        seqs = np.asarray(new_rows, dtype=np.int64)
+        sums = np.asarray(new_sums)
+        parents = np.asarray(new_parents, dtype=np.int64)
+    live = [Hypothesis(s.tolist(), float(v), norm(float(v), len(s))) for s, v in zip(seqs, sums)] \
+        if seqs.shape[1] > 0 and len(finished) < num_beams else []
+    pool = finished + live
+    pool.sort(key=lambda h: -h.score)
+    return pool[:num_return]
