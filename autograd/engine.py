@@ -47,18 +47,27 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
     root = root_tensor._node
     order = _topological_order(root)
     pending = {id(root): grad}
-    leaf_owned: set[int] = set()  # ids of arrays already handed to a leaf in this pass
+    # Leaf gradients are summed over all paths first, so that a leaf's hooks see (and may
+    # replace) its whole gradient of this pass, once, as for a non-leaf tensor.
+    leaf_grads: dict[int, list] = {}
     with no_grad():
         for node in order:
             g = pending.pop(id(node), None)
             if g is None:
+                if not retain_graph:
+                    node.release()
                 continue  # no gradient flows into this node (e.g. an unused branch)
             g = _run_hooks(node.hooks, g)
             if node.retained is not None:
                 kept = node.retained()
                 if kept is not None:
-                    kept.grad = g if kept.grad is None else kept.grad + g
+                    kept.grad = g.copy() if kept.grad is None else kept.grad + g
             grads = node.backward(g)
+            if len(grads) != len(node.parents):
+                raise RuntimeError(
+                    f"internal error: {type(node).__name__}.backward returned {len(grads)} "
+                    f"gradients for {len(node.parents)} inputs"
+                )
             for parent, pg in zip(node.parents, grads):
                 if parent is None or pg is None:
                     continue
@@ -66,9 +75,17 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
                     key = id(parent)
                     pending[key] = pg if key not in pending else pending[key] + pg
                 else:
-                    _accumulate_leaf(parent, pg, g, leaf_owned)
+                    entry = leaf_grads.get(id(parent))
+                    if entry is None:
+                        leaf_grads[id(parent)] = [parent, pg, g]
+                    else:
+                        entry[1] = entry[1] + pg
+                        entry[2] = None  # a fresh sum: owned by nobody else
             if not retain_graph:
                 node.release()
+    owned: set[int] = set()
+    for leaf, pg, incoming in leaf_grads.values():
+        _accumulate_leaf(leaf, pg, incoming, owned)
 
 
 def _accumulate_leaf(leaf, grad, incoming, owned: set[int]) -> None:
@@ -81,8 +98,10 @@ def _accumulate_leaf(leaf, grad, incoming, owned: set[int]) -> None:
         )
     if leaf.grad is None:
         # The backward may hand the same array to several inputs (add) or pass a view of its
-        # incoming gradient: copy so that no two leaves share one .grad buffer.
-        if grad is incoming or grad.base is not None or id(grad) in owned:
+        # incoming gradient: copy so that no two leaves share one .grad buffer and in-place
+        # updates of one .grad (clipping, accumulation) never touch another array.
+        if (grad is incoming or grad.base is not None or id(grad) in owned
+                or not getattr(grad.flags, "writeable", True)):
             grad = grad.copy()
         leaf.grad = grad
         owned.add(id(grad))

@@ -16,7 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from numpy import asarray as _np_asarray, generic as _np_generic
+
 from autograd.grad_mode import is_grad_enabled
+
+
+_make_tensor = None  # Tensor._make, bound on first use (tensor.py imports this module)
+
+
+def _bind_tensor():
+    global _make_tensor
+    from autograd.tensor import Tensor
+
+    _make_tensor = Tensor._make
+    return _make_tensor
 
 
 class Function:
@@ -36,20 +49,21 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **options):
         """Run the op on Tensors (all inputs must already be Tensors); return a Tensor."""
-        from autograd.tensor import Tensor
-
+        make = _make_tensor or _bind_tensor()
         node = cls()
         out = node.forward(*[t.data for t in inputs], **options)
+        if isinstance(out, _np_generic):  # NumPy reductions and indexing return scalars
+            out = _np_asarray(out)
         if is_grad_enabled():
-            needs = tuple(t.requires_grad for t in inputs)
-            if any(needs):
+            needs = tuple([t.requires_grad for t in inputs])
+            if True in needs:
                 node.needs_input_grad = needs
-                node.parents = tuple(
+                node.parents = tuple([
                     (t._node if t._node is not None else t) if n else None
                     for t, n in zip(inputs, needs)
-                )
-                return Tensor._make(out, node)
-        return Tensor._make(out, None)
+                ])
+                return make(out, node)
+        return make(out, None)
 
     def release(self) -> None:
         """Drop saved arrays and the links to the rest of the graph."""
@@ -71,4 +85,4 @@ def unbroadcast(grad, shape: tuple):
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if axes:
         grad = grad.sum(axis=axes, keepdims=True)
-    return grad.reshape(shape)
+    return grad if grad.shape == tuple(shape) else grad.reshape(shape)

@@ -1,2 +1,23 @@
 """All differentiable ops. Each submodule holds one family, forward and backward side by side."""
+from inspect import ismodule as _ismodule
+
 from autograd.ops.arith import add, sub, mul, div, neg, pow  # noqa: F401
+from autograd.ops.reduce import sum, mean, max, min, var  # noqa: F401
+from autograd.ops.unary import exp, log, sqrt, abs, clip  # noqa: F401
+from autograd.ops.activation import tanh, sigmoid, relu, gelu, silu  # noqa: F401
+from autograd.ops.shape import (  # noqa: F401
+    reshape, view, transpose, permute, squeeze, unsqueeze, expand, broadcast_to, flatten,
+)
+from autograd.ops.matmul import matmul  # noqa: F401
+from autograd.ops.index import getitem, embedding  # noqa: F401
+from autograd.ops.join import concat, cat, stack, split, chunk  # noqa: F401
+from autograd.ops.select import where, masked_fill, tril, triu, compare, eq, ne  # noqa: F401
+from autograd.ops.dropout import dropout  # noqa: F401
+from autograd.ops.cast import astype, to_device  # noqa: F401
+
+# ---- fused ops (owned by the fused-ops helper: softmax, log_softmax, cross_entropy,
+# ---- layer_norm, rms_norm, scaled_dot_product_attention) go below this line ----
+# ---- end of fused ops ----
+
+# Every public function above (not the submodules) is re-exported by `autograd`.
+__all__ = [_n for _n, _v in list(globals().items()) if not _n.startswith("_") and not _ismodule(_v)]

@@ -43,3 +43,64 @@ def broadcast_shapes(a_shape: tuple, b_shape: tuple, op: str) -> tuple:
         return np.broadcast_shapes(a_shape, b_shape)
     except ValueError:
         raise ValueError(f"{op}: shapes {a_shape} and {b_shape} cannot be broadcast together") from None
+
+
+def normalize_axes(axis, ndim: int, op: str) -> tuple:
+    """`axis` (None, an int or a sequence of ints, negatives allowed) as a sorted tuple of
+    non-negative axes; None means every axis. A clear error names the op when out of range."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(out))
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    """One axis (negatives allowed) as a non-negative int; a clear error when out of range."""
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+    return int(axis) % ndim
+
+
+def as_tensor(value: Any, op: str, ref=None):
+    """`value` as a Tensor (arrays and scalars are wrapped, on `ref`'s backend when given)."""
+    from autograd.tensor import Tensor
+
+    if isinstance(value, Tensor):
+        return value
+    if ref is not None:
+        return tensor_like(value, ref)
+    try:
+        return Tensor(value)
+    except Exception as exc:
+        raise TypeError(f"{op}: expected a Tensor or array, got {type(value).__name__}") from exc
+
+
+def same_device(tensors, op: str) -> None:
+    """A clear error when the tensors do not all live on one device."""
+    first = tensors[0]
+    xp = first.xp
+    for t in tensors[1:]:
+        if t.xp is not xp or (xp is not np and t.device != first.device):
+            raise RuntimeError(
+                f"{op}: tensors on different devices ({first.device} and {t.device}); move them "
+                "with .to() first"
+            )
+
+
+def shape_of_args(shape: tuple, op: str) -> tuple:
+    """Shapes given as f(2, 3) or f((2, 3)) or f([2, 3]) -> (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        return tuple(int(n) for n in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: shape must be ints, got {shape!r}") from None

@@ -1,0 +1,123 @@
+"""gradcheck: analytic gradients against central finite differences, in float64.
+
+The scalar checked is sum(out * w) for fixed random weights w (one per output), so every
+output element contributes with a different weight and a transposed or mis-summed gradient
+cannot cancel out. Each input that requires a gradient is perturbed element by element.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from autograd.grad_mode import enable_grad, no_grad
+from autograd.tensor import Tensor
+
+
+@dataclass
+class GradcheckReport:
+    """Result of gradcheck: worst errors over all checked inputs and where they occurred."""
+
+    ok: bool
+    max_abs_error: float
+    max_rel_error: float
+    worst_input: int | None = None        # position of the input in `inputs`
+    worst_index: tuple | None = None      # element index within that input
+    analytic: float | None = None         # the two values at the worst element
+    numeric: float | None = None
+    checked: list = field(default_factory=list)  # positions of the inputs that were checked
+
+    def __str__(self) -> str:
+        where = (
+            f" at input {self.worst_input} index {self.worst_index} "
+            f"(analytic {self.analytic:.8g}, numeric {self.numeric:.8g})"
+            if self.worst_index is not None else ""
+        )
+        return (f"gradcheck {'passed' if self.ok else 'FAILED'}: max abs error "
+                f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}{where}")
+
+
+def _outputs(result) -> list:
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind in "fc"]
+
+
+def _weighted_sum(outs, weights) -> float:
+    total = 0.0
+    for o, w in zip(outs, weights):
+        total += float((o.numpy().astype(np.float64) * w).sum())
+    return total
+
+
+def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0) -> GradcheckReport:
+    """Check d sum(fn(*inputs) * w) / d input against central differences.
+
+    `inputs`: Tensors (those with requires_grad=True are checked; they must be float64 and
+    on the CPU, or are converted to float64 CPU copies) and any other arguments, passed
+    through unchanged. `fn` returns a Tensor or a tuple of Tensors.
+    An element fails when |analytic - numeric| > atol + rtol * |numeric|.
+    Raises AssertionError naming the worst element on failure; returns a GradcheckReport.
+    """
+    args = []
+    checked = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.requires_grad:
+            data = np.array(x.numpy(), dtype=np.float64)  # a private float64 copy to perturb
+            x = Tensor(data, requires_grad=True)
+            checked.append(i)
+        args.append(x)
+    if not checked:
+        raise ValueError("gradcheck: no input requires a gradient (pass Tensors with requires_grad=True)")
+
+    with enable_grad():
+        outs = _outputs(fn(*args))
+    if not outs:
+        raise ValueError("gradcheck: fn returned no floating-point Tensor")
+    rng = np.random.default_rng(seed)
+    weights = [rng.standard_normal(o.shape) for o in outs]
+    loss = None
+    for o, w in zip(outs, weights):
+        if not o.requires_grad:
+            continue
+        term = (o * Tensor(w.astype(o.dtype))).sum()
+        loss = term if loss is None else loss + term
+    for i in checked:
+        args[i].grad = None
+    if loss is not None:
+        loss.backward()
+
+    report = GradcheckReport(ok=True, max_abs_error=0.0, max_rel_error=0.0, checked=checked)
+    worst_excess = -np.inf
+    for i in checked:
+        x = args[i]
+        analytic = x.grad if x.grad is not None else np.zeros_like(x.data)
+        flat = x.data.reshape(-1)  # a view: perturbing it perturbs the input
+        numeric = np.empty(flat.size)
+        with no_grad():
+            for j in range(flat.size):
+                orig = flat[j]
+                flat[j] = orig + eps
+                plus = _weighted_sum(_outputs(fn(*args)), weights)
+                flat[j] = orig - eps
+                minus = _weighted_sum(_outputs(fn(*args)), weights)
+                flat[j] = orig
+                numeric[j] = (plus - minus) / (2 * eps)
+        a = np.asarray(analytic, dtype=np.float64).reshape(-1)
+        abs_err = np.abs(a - numeric)
+        rel_err = abs_err / np.maximum(np.abs(numeric), 1e-12)
+        excess = abs_err - (atol + rtol * np.abs(numeric))
+        if abs_err.size:
+            report.max_abs_error = max(report.max_abs_error, float(abs_err.max()))
+            report.max_rel_error = max(report.max_rel_error, float(np.where(abs_err > atol, rel_err, 0).max()))
+            j = int(np.argmax(excess))
+            if excess[j] > worst_excess:
+                worst_excess = float(excess[j])
+                report.worst_input = i
+                report.worst_index = tuple(int(v) for v in np.unravel_index(j, x.shape))
+                report.analytic, report.numeric = float(a[j]), float(numeric[j])
+    report.ok = worst_excess <= 0
+    if not report.ok:
+        raise AssertionError(str(report))
+    return report

@@ -1,0 +1,153 @@
+"""Indexing: x[idx] (basic slices, integer arrays, boolean masks) and embedding lookup.
+
+Backward scatters the gradient back. Where no position can repeat (basic indexing, one
+boolean mask) that is a plain assignment into zeros. Repeated rows (an integer array on the
+first axis, embedding lookups) go through `scatter_rows`, which beats numpy.add.at:
+  - small tables (V * rows small): a one-hot matrix product, one BLAS call;
+  - otherwise: sort the row ids, sum each run of equal ids with add.reduceat, assign once.
+Any other advanced index falls back to add.at (cupyx.scatter_add on the GPU).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograd.backend import xp_of
+from autograd.function import Function
+from autograd.ops._util import as_tensor
+
+# Below this many table entries (V * rows) the one-hot product is the faster scatter.
+_ONE_HOT_LIMIT = 1 << 21
+
+
+def _index_array(value, xp):
+    """A Tensor, list or array index as a backend array (ints and bools kept)."""
+    data = getattr(value, "data", value) if hasattr(value, "_node") else value
+    if isinstance(data, list):
+        data = np.asarray(data)
+    if xp_of(data) is not xp:
+        data = xp.asarray(data)
+    return data
+
+
+def _normalize_index(idx, xp):
+    """Convert Tensors/lists inside an index to backend arrays; report whether it is basic."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    out, advanced = [], []
+    for item in items:
+        if item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer)):
+            if isinstance(item, bool):
+                raise TypeError("indexing with a Python bool is not supported; use a boolean array")
+            out.append(item)
+            continue
+        arr = _index_array(item, xp)
+        if getattr(arr, "dtype", None) is None or arr.dtype.kind not in "biu":
+            raise TypeError(f"index arrays must be integer or boolean, got {getattr(arr, 'dtype', type(arr))}")
+        advanced.append(arr)
+        out.append(arr)
+    normalized = tuple(out) if isinstance(idx, tuple) else out[0]
+    return normalized, advanced
+
+
+def scatter_rows(rows, g2d, n_rows: int):
+    """Sum the rows of g2d (n, C) into a (n_rows, C) array at row ids `rows` (n,), repeats added."""
+    xp = xp_of(g2d)
+    n, width = g2d.shape
+    if xp is not np:
+        import cupyx  # only reached with cupy arrays
+
+        out = xp.zeros((n_rows, width), dtype=g2d.dtype)
+        cupyx.scatter_add(out, rows, g2d)
+        return out
+    if n_rows * n <= _ONE_HOT_LIMIT:
+        one_hot = np.zeros((n_rows, n), dtype=g2d.dtype)
+        one_hot[rows, np.arange(n)] = 1
+        return one_hot @ g2d
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_rows[1:] != sorted_rows[:-1])))
+    sums = np.add.reduceat(g2d[order], starts, axis=0)
+    out = np.zeros((n_rows, width), dtype=g2d.dtype)
+    out[sorted_rows[starts]] = sums
+    return out
+
+
+class GetItem(Function):
+    def forward(self, x, idx, mode):
+        self.in_shape, self.idx, self.mode = x.shape, idx, mode
+        return x[idx]
+
+    def backward(self, g):
+        xp = xp_of(g)
+        shape, idx = self.in_shape, self.idx
+        if self.mode == "rows":  # one integer array selecting along axis 0
+            rows = idx.reshape(-1)
+            rows = xp.where(rows < 0, rows + shape[0], rows)
+            width = 1
+            for n in shape[1:]:
+                width *= n
+            out = scatter_rows(rows, g.reshape(rows.shape[0], width), shape[0])
+            return (out.reshape(shape),)
+        out = xp.zeros(shape, dtype=g.dtype)
+        if self.mode == "unique":
+            out[idx] = g
+        elif xp is np:
+            np.add.at(out, idx, g)
+        else:
+            import cupyx  # only reached with cupy arrays
+
+            cupyx.scatter_add(out, idx, g)
+        return (out,)
+
+
+def getitem(x, idx):
+    """x[idx] for basic indices (ints, slices, None, ...), integer arrays and boolean masks."""
+    xp = x.xp
+    idx, advanced = _normalize_index(idx, xp)
+    if not advanced:
+        mode = "unique"
+    elif len(advanced) == 1 and advanced[0].dtype == bool:
+        mode = "unique"  # a mask selects each position at most once
+    elif len(advanced) == 1 and not isinstance(idx, tuple) and advanced[0].ndim >= 1:
+        mode = "rows"
+    else:
+        mode = "add"
+    try:
+        return GetItem.apply(x, idx=idx, mode=mode)
+    except IndexError as exc:
+        raise IndexError(f"getitem: index {idx!r} is invalid for a tensor of shape {x.shape}: {exc}") from None
+
+
+class Embedding(Function):
+    def forward(self, weight, idx):
+        self.idx, self.n_rows = idx, weight.shape[0]
+        return weight.take(idx, axis=0)
+
+    def backward(self, g):
+        width = g.shape[-1]
+        grad = scatter_rows(self.idx.reshape(-1), g.reshape(-1, width), self.n_rows)
+        return (grad,)
+
+
+def embedding(weight, idx):
+    """Rows of `weight` (V, C) at integer ids `idx` (...) -> (..., C).
+
+    The backward sums the gradient rows of repeated ids (see scatter_rows), much faster
+    than numpy.add.at.
+    """
+    weight = as_tensor(weight, "embedding")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be (V, C), got shape {weight.shape}")
+    ids = _index_array(idx, weight.xp)
+    if not hasattr(ids, "dtype"):
+        ids = weight.xp.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"embedding: ids must be integers, got dtype {ids.dtype}")
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= weight.shape[0]:
+            bad = lo if lo < 0 else hi
+            raise IndexError(
+                f"embedding: id {bad} is out of range for a table of {weight.shape[0]} rows "
+                f"(weight shape {weight.shape})"
+            )
+    return Embedding.apply(weight, idx=ids)

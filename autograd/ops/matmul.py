@@ -1,0 +1,85 @@
+"""Matrix product with NumPy's @ semantics: batched, broadcasting batch axes, 1-D operands.
+
+The common case of a stack times one matrix, (..., K) @ (K, N) (every Linear layer), runs as
+one 2-D product over the flattened rows, both forward and for the weight gradient, instead
+of a batch of small products followed by a sum: that is one large BLAS call and no
+(batch, K, N) intermediate.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograd.function import Function, unbroadcast
+from autograd.ops._util import binary_operands
+
+
+def _rows_times(x, w):
+    """x (..., K) @ w (K, N) -> (..., N), as one 2-D product when x is contiguous."""
+    if x.ndim > 2 and x.flags.c_contiguous:
+        return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
+    return x @ w
+
+
+def _flat_rows(x):
+    return x.reshape(-1, x.shape[-1])
+
+
+class MatMul(Function):
+    def forward(self, a, b):
+        self.a_shape, self.b_shape = a.shape, b.shape
+        # 1-D operands are promoted to matrices (a row, b a column) and the added axis is
+        # removed from the result, exactly as numpy.matmul does.
+        if a.ndim == 1:
+            a = a.reshape(1, -1)
+        if b.ndim == 1:
+            b = b.reshape(-1, 1)
+        self.a, self.b = a, b
+        if b.ndim == 2:
+            out = _rows_times(a, b)
+        else:
+            out = a @ b
+        if len(self.a_shape) == 1:
+            out = out.reshape(out.shape[:-2] + out.shape[-1:])
+        if len(self.b_shape) == 1:
+            out = out.reshape(out.shape[:-1])
+        return out
+
+    def backward(self, g):
+        a, b = self.a, self.b
+        # Restore the axes that 1-D operands removed from the output.
+        if len(self.a_shape) == 1:
+            g = g.reshape(g.shape[:-1] + (1,) + g.shape[-1:])
+        if len(self.b_shape) == 1:
+            g = g.reshape(g.shape + (1,))
+        ga = gb = None
+        if self.needs_input_grad[0]:
+            if b.ndim == 2:
+                ga = _rows_times(g, b.T)            # (..., N) @ (N, K)
+            else:
+                ga = g @ b.swapaxes(-1, -2)
+            ga = unbroadcast(ga, a.shape).reshape(self.a_shape)
+        if self.needs_input_grad[1]:
+            if b.ndim == 2 and a.ndim > 2:
+                gb = _flat_rows(a).T @ _flat_rows(g)  # (K, rows) @ (rows, N): one product
+            else:
+                gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
+            gb = gb.reshape(self.b_shape)
+        return ga, gb
+
+
+def matmul(a, b):
+    """a @ b with numpy.matmul semantics (batched, broadcasting, 1-D operands)."""
+    a, b = binary_operands(a, b, "matmul")
+    sa, sb = a.shape, b.shape
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes {sa} and {sb}")
+    k_a = sa[-1]
+    k_b = sb[0] if b.ndim == 1 else sb[-2]
+    if k_a != k_b:
+        raise ValueError(f"matmul: shapes {sa} and {sb} do not align (inner sizes {k_a} and {k_b})")
+    if a.ndim > 2 and b.ndim > 2:
+        try:
+            np.broadcast_shapes(sa[:-2], sb[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: batch shapes of {sa} and {sb} cannot be broadcast together") from None
+    return MatMul.apply(a, b)
