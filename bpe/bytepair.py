@@ -1,0 +1,92 @@
+"""Rank-ordered byte-pair merging of one piece, exactly as tiktoken does it.
+
+Given ``ranks`` (token bytes -> rank) and the bytes of one pre-tokenized piece, start
+from single bytes and repeatedly merge the adjacent pair whose concatenation has the
+lowest rank (the leftmost such pair on ties) until no adjacent concatenation is a
+token. The ids of the final parts are their ranks.
+
+Two implementations with identical output: ``merge_small`` keeps the pair ranks in a
+list (``min``/``index`` run in C; O(n^2) but fastest for the short pieces that make up
+almost all text) and ``merge_long``, a linked list of parts plus a heap of candidate
+pairs with lazy invalidation, O(n log n), so a 100,000-byte run of one letter costs
+milliseconds instead of minutes.
+"""
+from __future__ import annotations
+
+import heapq
+
+LONG_PIECE = 256  # bytes; from here on the heap version wins
+_INF = 1 << 62
+
+
+def merge_small(ranks: dict[bytes, int], b: bytes) -> list[int]:
+    """Token ids of piece ``b`` (any length; quadratic, meant for short pieces)."""
+    get = ranks.get
+    bounds = list(range(len(b) + 1))  # part i is b[bounds[i]:bounds[i + 1]]
+    pr = [get(b[i : i + 2], _INF) for i in range(len(b) - 1)]  # rank of joining parts i, i+1
+    while pr:
+        m = min(pr)
+        if m == _INF:
+            break
+        i = pr.index(m)
+        del bounds[i + 1]
+        del pr[i]
+        if i > 0:
+            pr[i - 1] = get(b[bounds[i - 1] : bounds[i + 1]], _INF)
+        if i < len(pr):
+            pr[i] = get(b[bounds[i] : bounds[i + 2]], _INF)
+    return [ranks[b[bounds[i] : bounds[i + 1]]] for i in range(len(bounds) - 1)]
+
+
+def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
+    """Token ids of piece ``b`` in O(n log n): same result as ``merge_small``."""
+    get = ranks.get
+    n = len(b)
+    nxt = list(range(1, n + 1))  # the part starting at s ends at nxt[s]
+    prv = list(range(-1, n - 1))  # start of the part before the one starting at s
+    alive = [True] * n
+    heap = []
+    for s in range(n - 1):
+        r = get(b[s : s + 2])
+        if r is not None:
+            heap.append((r, s, s + 2))
+    heapq.heapify(heap)
+    heappop, heappush = heapq.heappop, heapq.heappush
+    while heap:
+        r, s, e = heappop(heap)
+        if not alive[s]:
+            continue
+        m = nxt[s]
+        if m >= n or nxt[m] != e:
+            continue  # the two parts this entry joined have changed since
+        alive[m] = False
+        nxt[s] = e
+        if e < n:
+            prv[e] = s
+        p = prv[s]
+        if p >= 0:
+            rr = get(b[p:e])
+            if rr is not None:
+                heappush(heap, (rr, p, e))
+        if e < n:
+            e2 = nxt[e]
+            rr = get(b[s:e2])
+            if rr is not None:
+                heappush(heap, (rr, s, e2))
+    out = []
+    s = 0
+    while s < n:
+        e = nxt[s]
+        out.append(ranks[b[s:e]])
+        s = e
+    return out
+
+
+def byte_pair_encode(ranks: dict[bytes, int], b: bytes) -> list[int]:
+    """Token ids of one piece: a single lookup when the piece is itself a token."""
+    r = ranks.get(b)
+    if r is not None:
+        return [r]
+    if len(b) < LONG_PIECE:
+        return merge_small(ranks, b)
+    return merge_long(ranks, b)

@@ -1,0 +1,150 @@
+"""Where training text comes from: the default corpus, input paths, streamed file blocks.
+
+- ``default_corpus_files()``: the running Python's standard-library ``.py`` sources
+  (site-packages excluded), sorted by path, so every machine with the same Python
+  builds the same corpus without a download.
+- ``expand_inputs(paths)``: files, folders (recursively, hidden entries skipped) and
+  glob patterns to a sorted, de-duplicated list of files; a path that matches nothing
+  is an error naming it.
+- ``read_blocks(path, ...)``: a file as text blocks of a few MB, cut only after a
+  newline that is followed by a letter or digit (a chunk boundary for every built-in
+  split pattern), so a file of any size streams in bounded memory. Bytes that are not
+  UTF-8 become U+FFFD, with a warning naming the file and the byte offset.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sysconfig
+import warnings
+from pathlib import Path
+from typing import Iterable, Iterator
+
+BLOCK_BYTES = 4 << 20  # 4 MiB: large enough to amortise per-block work, small in memory
+
+
+def default_corpus_files() -> list[Path]:
+    """The standard library's own ``.py`` files of the running interpreter, sorted by path."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = [p for p in root.rglob("*.py") if "site-packages" not in p.parts and p.is_file()]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def _walk(folder: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if not f.startswith("."))
+    return out
+
+
+def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files, folders and globs -> a list of files (in the order given, each folder sorted).
+
+    Raises FileNotFoundError naming the first path that is missing or matches nothing.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = _walk(p)
+        elif p.is_file():
+            found = [p]
+        elif glob.has_magic(str(raw)):
+            found = []
+            for m in sorted(glob.glob(str(raw), recursive=True)):
+                mp = Path(m)
+                found.extend(_walk(mp) if mp.is_dir() else [mp])
+            if not found:
+                raise FileNotFoundError(f"input glob {str(raw)!r} matches no file")
+        elif p.exists():
+            raise ValueError(f"input {str(raw)!r} is neither a regular file nor a folder")
+        else:
+            raise FileNotFoundError(f"input file {str(raw)!r} does not exist")
+        for f in found:
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+    return out
+
+
+def _first_cut(f, q: int, size: int, step: int = 1 << 16) -> int:
+    """Offset of the first cut at or after ``q``: just after a newline followed by an ASCII
+    letter or digit. Returns ``size`` when there is none."""
+    if q <= 0:
+        return 0
+    if q >= size:
+        return size
+    f.seek(q - 1)
+    base = q - 1
+    buf = b""
+    while True:
+        more = f.read(step)
+        buf += more
+        i = buf.find(b"\n")
+        while i != -1 and i + 1 < len(buf):
+            if buf[i + 1 : i + 2].isalnum():
+                return base + i + 1
+            i = buf.find(b"\n", i + 1)
+        if not more:
+            return size
+        # Keep a possible trailing newline whose next byte is not read yet.
+        keep = 1 if buf.endswith(b"\n") else 0
+        base += len(buf) - keep
+        buf = buf[len(buf) - keep :]
+
+
+class _Decoder:
+    """UTF-8 decoding that replaces bad bytes and warns once per file, naming the offset."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.warned = False
+
+    def __call__(self, data: bytes, offset: int) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if not self.warned:
+                self.warned = True
+                warnings.warn(
+                    f"{self.path}: bytes that are not UTF-8 at byte offset {offset + e.start} "
+                    "(and maybe later); decoded with replacement characters (U+FFFD)",
+                    UnicodeWarning,
+                    stacklevel=3,
+                )
+            return data.decode("utf-8", errors="replace")
+
+
+def read_blocks(
+    path: str | os.PathLike, start: int = 0, end: int | None = None, block_bytes: int = BLOCK_BYTES
+) -> Iterator[str]:
+    """Yield the text of ``path`` in blocks of about ``block_bytes``, cut at chunk-safe newlines.
+
+    With ``start``/``end`` (byte offsets) only the part of the file owned by that range is
+    read: from the first cut at or after ``start`` to the first cut at or after ``end``,
+    so ranges that tile ``[0, size)`` tile the text exactly. A file without any cut is one
+    block.
+    """
+    path = Path(path)
+    decode = _Decoder(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise OSError(f"cannot read corpus file {str(path)!r}: {e.strerror or e}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        end = size if end is None else min(end, size)
+        pos = _first_cut(f, start, size)
+        stop = _first_cut(f, end, size)
+        while pos < stop:
+            q = stop if stop - pos <= block_bytes else _first_cut(f, pos + block_bytes, size)
+            f.seek(pos)
+            data = f.read(q - pos)
+            if len(data) != q - pos:
+                raise OSError(f"corpus file {str(path)!r} changed while it was being read")
+            yield decode(data, pos)
+            pos = q

@@ -1,0 +1,228 @@
+"""Counting pre-tokenized chunks: text -> {chunk: count}, once, in bounded memory, in parallel.
+
+Training needs only how often each distinct chunk occurs. ``ChunkCounter`` gets
+exactly ``Counter(regex.findall(pattern, text))`` summed over the texts it is fed,
+but fast: texts are first cut into segments at provable chunk boundaries
+(``patterns.segment_splitter``), identical segments (repeated lines of code, say)
+are counted as strings, and only distinct segments go through the regex. The
+segment table is flushed into the chunk table when it grows past a limit, so memory
+stays bounded on any corpus.
+
+``count_chunks`` drives one or several ``ChunkCounter``s over files and iterables:
+with ``workers > 1`` it starts worker processes that each count their share (file
+byte ranges, or batches of texts) and send back one table each.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable
+
+import regex
+
+from .corpus import BLOCK_BYTES, read_blocks
+from .patterns import segment_splitter
+
+PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
+MAX_SEGMENTS = 1 << 21  # distinct segments held before flushing into chunk counts
+
+
+class ChunkCounter:
+    """Accumulates chunk counts of texts under one split pattern."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self._findall = regex.compile(pattern).findall
+        self._split = segment_splitter(pattern)
+        self._segments: Counter[str] = Counter()
+        self.chunks: Counter[str] = Counter()
+        self.n_bytes = 0  # characters seen, a progress measure
+
+    def add(self, text: str) -> None:
+        """Count the chunks of one text (a document: chunks never span two texts)."""
+        self.n_bytes += len(text)
+        if self._split is None:
+            self.chunks.update(self._findall(text))
+            return
+        self._segments.update(self._split(text))
+        if len(self._segments) > MAX_SEGMENTS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
+        findall = self._findall
+        once: list[str] = []
+        counts = self.chunks
+        for seg, n in self._segments.items():
+            if n == 1:
+                once += findall(seg)
+            else:
+                for c in findall(seg):
+                    counts[c] += n
+        counts.update(once)
+        self._segments = Counter()
+
+    def result(self) -> Counter[str]:
+        self.flush()
+        return self.chunks
+
+
+def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
+    if not total:
+        total.update(part)
+        return
+    get = total.get
+    for k, v in part.items():
+        total[k] = get(k, 0) + v
+
+
+# ---- worker processes -------------------------------------------------------------
+
+
+def _worker(pattern: str, tasks, results) -> None:
+    counter = ChunkCounter(pattern)
+    error = None
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        if error is not None:
+            continue  # keep draining so the parent never blocks on a full queue
+        try:
+            if task[0] == "file":
+                _, path, start, end = task
+                for block in read_blocks(path, start, end):
+                    counter.add(block)
+            else:
+                for text in task[1]:
+                    counter.add(text)
+        except BaseException as e:  # report to the parent instead of dying silently
+            error = f"{type(e).__name__}: {e}"
+    if error is None:
+        results.put(("ok", dict(counter.result())))
+    else:
+        results.put(("error", error))
+
+
+class _Pool:
+    """N counting processes fed through a queue; each returns one table at the end."""
+
+    def __init__(self, pattern: str, workers: int):
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+        self.tasks = ctx.Queue(maxsize=4 * workers)
+        self.results = ctx.Queue()
+        self.procs = [ctx.Process(target=_worker, args=(pattern, self.tasks, self.results), daemon=True) for _ in range(workers)]
+        for p in self.procs:
+            p.start()
+
+    def put(self, task) -> None:
+        self.tasks.put(task)
+
+    def finish(self, into: Counter[str]) -> None:
+        for _ in self.procs:
+            self.tasks.put(None)
+        errors = []
+        for _ in self.procs:
+            status, payload = self.results.get()
+            if status == "ok":
+                _merge_into(into, payload)
+            else:
+                errors.append(payload)
+        for p in self.procs:
+            p.join()
+        if errors:
+            raise RuntimeError(f"chunk counting failed in a worker process: {errors[0]}")
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def count_files(
+    files: list[Path], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None
+) -> Counter[str]:
+    """Chunk counts of the given files (each file one document), in worker processes when large."""
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(os.path.getsize(f))
+        except OSError as e:
+            raise OSError(f"cannot read corpus file {str(f)!r}: {e.strerror or e}") from None
+    total = sum(sizes)
+    workers = default_workers() if workers is None else max(1, int(workers))
+    if workers == 1 or total < PARALLEL_MIN_BYTES:
+        counter = ChunkCounter(pattern)
+        for f in files:
+            for block in read_blocks(f):
+                counter.add(block)
+            if progress:
+                progress(counter.n_bytes)
+        return counter.result()
+    # Byte ranges of about one block each, so work spreads evenly over the processes.
+    pool = _Pool(pattern, workers)
+    out: Counter[str] = Counter()
+    try:
+        for f, size in zip(files, sizes):
+            for start in range(0, max(size, 1), BLOCK_BYTES):
+                pool.put(("file", str(f), start, min(start + BLOCK_BYTES, size)))
+        pool.finish(out)
+    finally:
+        pool.kill()
+    return out
+
+
+def count_texts(
+    texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None
+) -> Counter[str]:
+    """Chunk counts of an iterable of texts (each one document); streams, parallel when large.
+
+    Counting starts in this process; once more than ``PARALLEL_MIN_BYTES`` characters have
+    been seen, the rest is sent to worker processes in batches.
+    """
+    workers = default_workers() if workers is None else max(1, int(workers))
+    counter = ChunkCounter(pattern)
+    it = iter(texts)
+    pool = None
+    try:
+        for i, text in enumerate(it):
+            if not isinstance(text, str):
+                raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+            counter.add(text)
+            if progress and i % 64 == 0:
+                progress(counter.n_bytes)
+            if workers > 1 and counter.n_bytes > PARALLEL_MIN_BYTES:
+                pool = _Pool(pattern, workers)
+                break
+        out = counter.result()
+        if pool is not None:
+            batch: list[str] = []
+            size = 0
+            seen = counter.n_bytes
+            for text in it:
+                if not isinstance(text, str):
+                    raise TypeError(f"training texts must be str, got {type(text).__name__}")
+                batch.append(text)
+                size += len(text)
+                if size >= BLOCK_BYTES:
+                    pool.put(("texts", batch))
+                    seen += size
+                    if progress:
+                        progress(seen)
+                    batch, size = [], 0
+            if batch:
+                pool.put(("texts", batch))
+            pool.finish(out)
+    finally:
+        if pool is not None:
+            pool.kill()
+    return out

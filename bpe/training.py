@@ -1,0 +1,90 @@
+"""Training orchestration: check the arguments, count chunks, learn merges, build a Tokenizer."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+
+from .corpus import default_corpus_files, expand_inputs
+from .count import count_files, count_texts
+from .patterns import resolve_pattern
+from .train import Progress, train_merges
+
+
+def _special_ids(special_tokens, vocab_size: int) -> tuple[list[str], dict[str, int] | None]:
+    """Names in order, and explicit ids when a mapping was given."""
+    if isinstance(special_tokens, str):
+        special_tokens = [special_tokens]
+    if isinstance(special_tokens, Mapping):
+        names = list(special_tokens)
+        explicit = {s: int(i) for s, i in special_tokens.items()}
+    else:
+        names = list(special_tokens or ())
+        explicit = None
+    seen = set()
+    for s in names:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+        if s in seen:
+            raise ValueError(f"duplicate special token {s!r} in special_tokens")
+        seen.add(s)
+    if explicit is not None and len(set(explicit.values())) != len(explicit):
+        raise ValueError(f"special tokens share an id: {explicit}")
+    return names, explicit
+
+
+def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
+                    workers, verbose, progress):
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    pattern = resolve_pattern(pattern)
+    names, explicit = _special_ids(special_tokens, vocab_size)
+    if vocab_size < 256 + len(names):
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: it must be at least 256 (one token per byte)"
+            f" + {len(names)} special token(s) = {256 + len(names)}"
+        )
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    n_merges = vocab_size - 256 - len(names)
+    log = (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+
+    t0 = time.perf_counter()
+    if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
+        texts, inputs = inputs, None  # a generator or other iterable of texts
+    if texts is None:
+        files = default_corpus_files() if inputs is None else expand_inputs(inputs)
+        if not files:
+            raise ValueError("no input files to train on")
+        log(f"counting chunks in {len(files)} file(s)")
+        counts = count_files(files, pattern, workers)
+        source = f"{len(files)} file(s)"
+    else:
+        counts = count_texts(texts, pattern, workers)
+        source = "the given texts"
+    if not counts:
+        raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
+    t1 = time.perf_counter()
+    log(f"{len(counts):,} distinct chunks ({sum(counts.values()):,} in all) counted in {t1 - t0:.2f}s")
+
+    bar = Progress(n_merges, enabled=show)
+    merges = train_merges(counts, n_merges, min_frequency, progress=bar if show else None)
+    bar(len(merges), final=True)
+    t2 = time.perf_counter()
+    log(f"{len(merges):,} merges in {t2 - t1:.2f}s ({len(merges) / max(t2 - t1, 1e-9):,.0f} merges/s)")
+    if len(merges) < n_merges:
+        warnings.warn(
+            f"the corpus supports only {len(merges)} merges (no pair occurs {min_frequency} time(s) any "
+            f"more), fewer than the {n_merges} that vocab_size={vocab_size} asks for; the vocabulary "
+            f"is smaller",
+            stacklevel=3,
+        )
+    first_special = 256 + len(merges)
+    if explicit is None:
+        specials = {s: first_special + j for j, s in enumerate(names)}
+    else:
+        specials = explicit
+    return cls.from_merges(merges, pattern, specials)
