@@ -12,14 +12,20 @@ from autograd.grad_mode import no_grad
 
 def _topological_order(root: Function) -> list[Function]:
     """Nodes reachable from `root`, each after every node that consumes it."""
+    # Iterative depth-first post-order. A node is marked when it is expanded, not when it is
+    # pushed: marking on push lets a node reached by two paths be emitted before a consumer
+    # still waiting on the stack (e.g. y = e / e.sum()), which would lose that consumer's gradient.
     order: list[Function] = []
-    visited = {id(root)}
+    visited: set[int] = set()
     stack = [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if expanded:
             order.append(node)
             continue
+        if id(node) in visited:
+            continue  # pushed twice (two consumers); already expanded through the other
+        visited.add(id(node))
         if node.freed:
             raise RuntimeError(
                 "backward through a graph whose saved values were already freed: a second "
@@ -28,7 +34,6 @@ def _topological_order(root: Function) -> list[Function]:
         stack.append((node, True))
         for parent in node.parents:
             if isinstance(parent, Function) and id(parent) not in visited:
-                visited.add(id(parent))
                 stack.append((parent, False))
     order.reverse()  # root first, leaves' consumers last
     return order

@@ -17,6 +17,10 @@ from autograd.ops.cast import astype, to_device  # noqa: F401
 
 # ---- fused ops (owned by the fused-ops helper: softmax, log_softmax, cross_entropy,
 # ---- layer_norm, rms_norm, scaled_dot_product_attention) go below this line ----
+from autograd.ops.softmax import softmax, log_softmax  # noqa: F401
+from autograd.ops.loss import cross_entropy  # noqa: F401
+from autograd.ops.norm import layer_norm, rms_norm  # noqa: F401
+from autograd.ops.attention import scaled_dot_product_attention  # noqa: F401
 # ---- end of fused ops ----
 
 # Every public function above (not the submodules) is re-exported by `autograd`.

@@ -1,0 +1,155 @@
+"""scaled_dot_product_attention: matmul, masked softmax, matmul in one op with an analytic backward.
+
+Shapes: q (B, H, Tq, hs), k (B, H, Tk, hs), v (B, H, Tk, hv) -> out (B, H, Tq, hv).
+    S = scale * q @ k^T            (B, H, Tq, Tk), masked entries set to -inf
+    P = softmax(S)                 in place in S's buffer
+    out = dropout(P) @ v
+Backward, with Pd = dropout(P), g = dL/dout and D = rowsum(g * out) (= rowsum(P * dL/dP),
+which needs no (Tq, Tk) temporary):
+    dv = Pd^T @ g,  dP = (g @ v^T) * keep / (1 - p),  dS = P * (dP - D),
+    dq = scale * dS @ k,  dk = scale * dS^T @ q.
+Only P (input dtype), the dropout keep-mask (bool, only when dropout is on) and references to
+q, k, v and out are saved. Causal masking is bottom-right aligned: query i may attend key j iff
+j <= i + (Tk - Tq), so one decode step against a KV cache (Tq = 1) sees every cached key.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from autograd import backend
+from autograd.backend import xp_of
+from autograd.function import Function
+from autograd.ops.softmax import softmax_array
+
+
+def causal_mask(Tq: int, Tk: int, xp=np):
+    """Bool (Tq, Tk), True where query i may attend key j (j <= i + Tk - Tq)."""
+    return xp.tril(xp.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
+
+
+def _uniform(shape, dtype, array, generator):
+    """Uniform [0, 1) samples of `shape` on `array`'s device, from `generator` or the global one."""
+    from autograd import random as _random
+
+    return _random.uniform(shape, dtype=dtype, device=backend.device_of(array), generator=generator)
+
+
+class ScaledDotProductAttention(Function):
+    def forward(self, q, k, v, causal=True, attn_mask=None, dropout_p=0.0, scale=None, generator=None):
+        xp = xp_of(q)
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        s = xp.matmul(q, k.swapaxes(-1, -2))                     # (B, H, Tq, Tk)
+        s *= s.dtype.type(scale)
+        blocked = None                                           # True where attention is not allowed
+        if causal:
+            blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
+        if attn_mask is not None:
+            blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
+        if blocked is not None:
+            xp.copyto(s, s.dtype.type(-np.inf), where=blocked)
+        p = softmax_array(s, axis=-1, out=s)                     # probabilities, in place
+        if dropout_p > 0.0:
+            keep = _uniform(p.shape, p.dtype, p, generator) >= dropout_p
+            pd = p * keep
+            pd *= pd.dtype.type(1.0 / (1.0 - dropout_p))
+            self.keep = keep
+        else:
+            pd = p
+        out = xp.matmul(pd, v)                                   # (B, H, Tq, hv)
+        self.q, self.k, self.v, self.p, self.out = q, k, v, p, out
+        self.scale, self.dropout_p = scale, dropout_p
+        return out
+
+    def backward(self, g):
+        xp = xp_of(g)
+        q, k, v, p = self.q, self.k, self.v, self.p
+        nq, nk, nv = self.needs_input_grad
+        dropout = self.dropout_p > 0.0
+        inv_keep = p.dtype.type(1.0 / (1.0 - self.dropout_p)) if dropout else None
+        gv = None
+        if nv:
+            if dropout:
+                pd = p * self.keep
+                pd *= inv_keep
+            else:
+                pd = p
+            gv = xp.matmul(pd.swapaxes(-1, -2), g)              # (B, H, Tk, hv)
+            del pd
+        if not (nq or nk):
+            return None, None, gv
+        ds = xp.matmul(g, v.swapaxes(-1, -2))                    # dP: (B, H, Tq, Tk), owned
+        if dropout:
+            ds *= self.keep
+            ds *= inv_keep
+        d = (g * self.out).sum(axis=-1, keepdims=True)           # (B, H, Tq, 1)
+        ds -= d
+        ds *= p                                                  # dS, in place
+        ds *= ds.dtype.type(self.scale)
+        gq = xp.matmul(ds, k) if nq else None                    # (B, H, Tq, hs)
+        gk = xp.matmul(ds.swapaxes(-1, -2), q) if nk else None   # (B, H, Tk, hs)
+        return gq, gk, gv
+
+
+def _mask_array(attn_mask: Any, q, Tq: int, Tk: int):
+    from autograd.tensor import Tensor
+
+    if isinstance(attn_mask, Tensor):
+        attn_mask = attn_mask.data
+    xp = q.xp
+    if backend.xp_of(attn_mask) is not xp or not hasattr(attn_mask, "dtype"):
+        attn_mask = backend.to_device(np.asarray(attn_mask), q.device)
+    if attn_mask.dtype != bool:
+        raise TypeError(
+            f"scaled_dot_product_attention: attn_mask must be boolean (True = may attend), got dtype {attn_mask.dtype}"
+        )
+    target = tuple(q.shape[:-2]) + (Tq, Tk)
+    try:
+        fits = np.broadcast_shapes(tuple(attn_mask.shape), target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"scaled_dot_product_attention: attn_mask of shape {tuple(attn_mask.shape)} does not "
+            f"broadcast to the scores' shape {target}"
+        )
+    return attn_mask
+
+
+def scaled_dot_product_attention(q, k, v, causal: bool = True, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, scale: float | None = None, generator=None):
+    """Attention of queries `q` (B, H, Tq, hs) over keys `k` (B, H, Tk, hs) and values `v`
+    (B, H, Tk, hv) -> (B, H, Tq, hv), same dtype as `q`.
+
+    `causal`: query i sees key j iff j <= i + (Tk - Tq) (bottom-right aligned). `attn_mask`:
+    bool, broadcastable to (B, H, Tq, Tk), True where attending is allowed; combined with the
+    causal mask. A query row with no allowed key outputs zeros. `dropout_p`: dropout on the
+    attention probabilities (training only: pass 0.0 in eval), drawn from `generator` or the
+    global generator. `scale` defaults to 1/sqrt(hs).
+    """
+    name = "scaled_dot_product_attention"
+    for label, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim < 2:
+            raise ValueError(f"{name}: {label} must have shape (..., T, head_size), got {tuple(t.shape)}")
+        if t.dtype.kind != "f":
+            raise TypeError(f"{name}: {label} must be floating point, got dtype {t.dtype}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"{name}: q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.xp is k.xp is v.xp):
+        raise RuntimeError(f"{name}: q, k, v on different devices ({q.device}, {k.device}, {v.device})")
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"{name}: expected q (B, H, Tq, hs), k (B, H, Tk, hs), v (B, H, Tk, hv), got q "
+            f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{name}: dropout_p must be in [0, 1), got {dropout_p}")
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    mask = None if attn_mask is None else _mask_array(attn_mask, q, Tq, Tk)
+    return ScaledDotProductAttention.apply(
+        q, k, v, causal=bool(causal), attn_mask=mask, dropout_p=float(dropout_p), scale=scale,
+        generator=generator,
+    )

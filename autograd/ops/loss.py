@@ -1,0 +1,113 @@
+"""cross_entropy: log-softmax and negative log-likelihood fused into one op.
+
+For logits x (N, V) and integer targets t (N,):
+    loss_n = logsumexp(x_n) - x_n[t_n]                  (0 where t_n == ignore_index)
+    dloss_n/dx_n = softmax(x_n) - onehot(t_n)           (0 where ignored)
+The forward saves only the logits (which the caller usually keeps anyway) and the row-wise
+logsumexp (N,); the backward rebuilds the softmax in the buffer that becomes the gradient and
+subtracts 1 at the target positions, so no one-hot and no extra (N, V) array is ever stored.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autograd import backend
+from autograd.backend import xp_of
+from autograd.function import Function
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class CrossEntropy(Function):
+    def forward(self, x, targets, ignore_index=-100, reduction="mean"):
+        xp = xp_of(x)
+        V = x.shape[-1]
+        x2 = x.reshape(-1, V)                                  # (N, V)
+        t = targets.reshape(-1)                                # (N,)
+        valid = t != ignore_index
+        safe_t = xp.where(valid, t, 0)
+        rows = xp.arange(x2.shape[0])
+        m = x2.max(axis=1, keepdims=True)                      # (N, 1)
+        e = x2 - m
+        xp.exp(e, out=e)
+        lse = e.sum(axis=1, keepdims=True)                     # (N, 1)
+        del e
+        xp.log(lse, out=lse)
+        lse += m
+        losses = lse[:, 0] - x2[rows, safe_t]                  # (N,)
+        losses *= valid
+        self.x2, self.lse, self.safe_t, self.valid = x2, lse, safe_t, valid
+        self.shape, self.reduction = x.shape, reduction
+        if reduction == "none":
+            return losses.reshape(targets.shape)
+        total = xp.asarray(losses.sum(), dtype=x.dtype)        # a 0-d array, not a NumPy scalar
+        if reduction == "sum":
+            return total
+        self.count = xp.asarray(valid.sum(), dtype=x.dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: NaN, as in PyTorch
+            return xp.asarray(total / self.count, dtype=x.dtype)
+
+    def backward(self, g):
+        xp = xp_of(g)
+        x2, valid = self.x2, self.valid
+        gx = xp.subtract(x2, self.lse)                         # (N, V), becomes the gradient
+        xp.exp(gx, out=gx)                                     # softmax(x)
+        rows = xp.arange(x2.shape[0])
+        gx[rows, self.safe_t] -= 1
+        if self.reduction == "none":
+            scale = g.reshape(-1) * valid
+        elif self.reduction == "sum":
+            scale = xp.where(valid, g, 0)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scale = xp.where(valid, g / self.count, 0)
+        gx *= scale.astype(gx.dtype, copy=False)[:, None]
+        return gx.reshape(self.shape), None
+
+
+def _targets_array(targets: Any, logits) -> Any:
+    """`targets` as an integer array on the logits' backend."""
+    from autograd.tensor import Tensor
+
+    if isinstance(targets, Tensor):
+        targets = targets.data
+    xp = logits.xp
+    if backend.xp_of(targets) is not xp or not hasattr(targets, "dtype"):
+        targets = backend.to_device(np.asarray(targets), logits.device)
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class indices, got dtype {targets.dtype}")
+    return targets
+
+
+def cross_entropy(logits, targets, ignore_index: int = -100, reduction: str = "mean"):
+    """Cross-entropy of `logits` (N, V) or (B, T, V) against integer `targets` (N,) or (B, T).
+
+    Targets equal to `ignore_index` contribute nothing. `reduction`: "mean" (over the targets
+    that are not ignored; NaN when all are), "sum", or "none" (per-position losses of the
+    targets' shape, 0 at ignored positions). Returns a Tensor of the logits' dtype.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if logits.dtype.kind != "f":
+        raise TypeError(f"cross_entropy: logits must be floating point, got dtype {logits.dtype}")
+    if logits.ndim < 2:
+        raise ValueError(f"cross_entropy: expected logits of shape (N, V) or (B, T, V), got {logits.shape}")
+    t = _targets_array(targets, logits)
+    if tuple(t.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"cross_entropy: targets of shape {tuple(t.shape)} do not match logits of shape "
+            f"{tuple(logits.shape)}: expected targets of shape {tuple(logits.shape[:-1])}"
+        )
+    V = logits.shape[-1]
+    bad = (t != ignore_index) & ((t < 0) | (t >= V))
+    if bool(bad.any()):
+        first = int(t[bad].reshape(-1)[0])
+        raise IndexError(
+            f"cross_entropy: target {first} is out of range for {V} classes "
+            f"(valid: 0..{V - 1}, or ignore_index={ignore_index})"
+        )
+    from autograd.tensor import Tensor
+
+    return CrossEntropy.apply(logits, Tensor._make(t, None), ignore_index=ignore_index, reduction=reduction)

@@ -1,0 +1,130 @@
+"""layer_norm and rms_norm over the last axis: fused forward, analytic backward.
+
+With xhat the normalised input and rstd = 1 / sqrt(var + eps) per row (C = last axis):
+    layer_norm  xhat = (x - mean) * rstd            y = xhat * w + b
+                dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)),   gh = g * w
+    rms_norm    xhat = x * rstd, rstd = 1/sqrt(mean(x^2) + eps)     y = xhat * w
+                dx = rstd * (gh - xhat * mean(gh * xhat))
+    dw = sum over rows of g * xhat,  db = sum over rows of g.
+The forward saves xhat (input dtype) and rstd (one number per row) and nothing else.
+"""
+from __future__ import annotations
+
+from autograd.backend import xp_of
+from autograd.function import Function
+
+
+def _row_sum(a, C: int):
+    """Sum of `a` (..., C) over every axis but the last -> (C,)."""
+    return a.reshape(-1, C).sum(axis=0)
+
+
+def _affine(xhat, w, b):
+    """xhat * w + b with w, b optional; a new array unless both are absent."""
+    if w is None and b is None:
+        return xhat
+    out = xhat * w if w is not None else xhat.copy()
+    if b is not None:
+        out += b
+    return out
+
+
+class _Norm(Function):
+    """Shared backward of layer_norm and rms_norm; `centered` says whether the mean was removed."""
+
+    centered = True
+
+    def _save(self, xhat, rstd, w, has_w, has_b):
+        self.xhat, self.rstd, self.w = xhat, rstd, w
+        self.has_w, self.has_b = has_w, has_b
+
+    def backward(self, g):
+        xp = xp_of(g)
+        xhat, rstd, w = self.xhat, self.rstd, self.w
+        C = xhat.shape[-1]
+        needs = self.needs_input_grad
+        i_w = 1 if self.has_w else None
+        i_b = 1 + self.has_w if self.has_b else None
+        grads = [None] * len(needs)
+        gxhat_xhat = g * xhat                                    # (..., C)
+        if i_w is not None and needs[i_w]:
+            grads[i_w] = _row_sum(gxhat_xhat, C)
+        if i_b is not None and needs[i_b]:
+            grads[i_b] = _row_sum(g, C)
+        if needs[0]:
+            gh = g * w if w is not None else g.copy()                # dL/dxhat
+            mean_gh = gh.mean(axis=-1, keepdims=True) if self.centered else None
+            if w is not None:
+                gxhat_xhat *= w                                  # now gh * xhat
+            coef = gxhat_xhat.mean(axis=-1, keepdims=True)       # (..., 1)
+            xp.multiply(xhat, coef, out=gxhat_xhat)              # reuse the buffer
+            gh -= gxhat_xhat
+            if mean_gh is not None:
+                gh -= mean_gh
+            gh *= rstd
+            grads[0] = gh
+        return tuple(grads)
+
+
+class LayerNorm(_Norm):
+    centered = True
+
+    def forward(self, x, *params, eps=1e-5, has_w=False, has_b=False):
+        xp = xp_of(x)
+        w = params[0] if has_w else None
+        b = params[-1] if has_b else None
+        xc = x - x.mean(axis=-1, keepdims=True)                  # (..., C), owned
+        var = xp.square(xc).mean(axis=-1, keepdims=True)         # (..., 1)
+        var += eps
+        rstd = xp.sqrt(var, out=var)
+        xp.reciprocal(rstd, out=rstd)
+        xc *= rstd                                               # xhat, in place
+        self._save(xc, rstd, w, has_w, has_b)
+        return _affine(xc, w, b)
+
+
+class RMSNorm(_Norm):
+    centered = False
+
+    def forward(self, x, *params, eps=1e-6, has_w=False, has_b=False):
+        xp = xp_of(x)
+        w = params[0] if has_w else None
+        ms = xp.square(x).mean(axis=-1, keepdims=True)           # (..., 1)
+        ms += eps
+        rstd = xp.sqrt(ms, out=ms)
+        xp.reciprocal(rstd, out=rstd)
+        xhat = x * rstd
+        self._save(xhat, rstd, w, has_w, False)
+        return _affine(xhat, w, None)
+
+
+def _check(x, weight, bias, op: str) -> None:
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {x.dtype}")
+    if x.ndim < 1:
+        raise ValueError(f"{op}: expected an input of shape (..., C), got a scalar")
+    C = x.shape[-1]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is None:
+            continue
+        if tuple(p.shape) != (C,):
+            raise ValueError(f"{op}: {name} of shape {tuple(p.shape)} does not match input of shape "
+                             f"{tuple(x.shape)}: expected ({C},)")
+        if p.xp is not x.xp:
+            raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {x.device}")
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
+    """Normalise `x` (..., C) over its last axis to zero mean and unit variance, then scale by
+    `weight` (C,) and shift by `bias` (C,) when given. Same shape and dtype as `x`."""
+    _check(x, weight, bias, "layer_norm")
+    params = [p for p in (weight, bias) if p is not None]
+    return LayerNorm.apply(x, *params, eps=eps, has_w=weight is not None, has_b=bias is not None)
+
+
+def rms_norm(x, weight=None, eps: float = 1e-6):
+    """Scale `x` (..., C) by the reciprocal root-mean-square of its last axis, then by `weight`
+    (C,) when given. Same shape and dtype as `x`."""
+    _check(x, weight, None, "rms_norm")
+    params = [weight] if weight is not None else []
+    return RMSNorm.apply(x, *params, eps=eps, has_w=weight is not None)

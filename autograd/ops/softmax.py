@@ -1,0 +1,96 @@
+"""softmax and log_softmax along one axis: a fused, numerically stable forward and an analytic backward.
+
+Both subtract the row maximum before exponentiating, so large logits never overflow. Each
+saves only its output (the same dtype as the input) and derives the gradient from it:
+    softmax      y = exp(x - lse)    dx = y * (g - sum(g * y))
+    log_softmax  y = x - lse         dx = g - exp(y) * sum(g)
+"""
+from __future__ import annotations
+
+from autograd.backend import xp_of
+from autograd.function import Function
+
+
+def _check_axis(axis: int, ndim: int, op: str) -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions")
+    return axis
+
+
+def softmax_array(x, axis: int = -1, out=None):
+    """exp(x - logsumexp(x)) along `axis` as a new array (or into `out`, which may be `x`).
+
+    Rows whose entries are all -inf (fully masked) come out as zeros instead of NaN.
+    """
+    xp = xp_of(x)
+    m = x.max(axis=axis, keepdims=True)
+    if m.dtype.kind == "f":
+        m[~xp.isfinite(m)] = 0  # a fully masked row: exp(-inf) = 0 everywhere instead of NaN
+    y = xp.subtract(x, m, out=out)
+    xp.exp(y, out=y)
+    s = y.sum(axis=axis, keepdims=True)
+    s[s == 0] = 1
+    y /= s
+    return y
+
+
+def log_softmax_array(x, axis: int = -1):
+    """x - logsumexp(x) along `axis` as a new array."""
+    xp = xp_of(x)
+    m = x.max(axis=axis, keepdims=True)
+    y = x - m
+    e = xp.exp(y)
+    lse = xp.log(e.sum(axis=axis, keepdims=True))
+    del e
+    y -= lse
+    return y
+
+
+class Softmax(Function):
+    def forward(self, x, axis=-1):
+        self.axis = axis
+        self.y = softmax_array(x, axis)
+        return self.y
+
+    def backward(self, g):
+        xp, y = xp_of(g), self.y
+        gx = g * y
+        s = gx.sum(axis=self.axis, keepdims=True)
+        xp.subtract(g, s, out=gx)  # reuse the buffer: dx = (g - s) * y
+        gx *= y
+        return (gx,)
+
+
+class LogSoftmax(Function):
+    def forward(self, x, axis=-1):
+        self.axis = axis
+        self.y = log_softmax_array(x, axis)
+        return self.y
+
+    def backward(self, g):
+        xp = xp_of(g)
+        gx = xp.exp(self.y)
+        gx *= g.sum(axis=self.axis, keepdims=True)
+        xp.subtract(g, gx, out=gx)
+        return (gx,)
+
+
+def softmax(x, axis: int = -1):
+    """Softmax of tensor `x` along `axis` (default last); same shape and dtype as `x`."""
+    _check_axis(axis, x.ndim, "softmax")
+    _require_float(x, "softmax")
+    return Softmax.apply(x, axis=axis)
+
+
+def log_softmax(x, axis: int = -1):
+    """Log-softmax of tensor `x` along `axis` (default last); same shape and dtype as `x`."""
+    _check_axis(axis, x.ndim, "log_softmax")
+    _require_float(x, "log_softmax")
+    return LogSoftmax.apply(x, axis=axis)
+
+
+def _require_float(x, op: str) -> None:
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating-point tensor, got dtype {x.dtype}")
