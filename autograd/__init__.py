@@ -9,3 +9,4 @@ from autograd.factories import (  # noqa: F401
 )
 from autograd.gradcheck import gradcheck  # noqa: F401
 from autograd.ops import *  # noqa: F401,F403  (the functional ops: matmul, concat, gelu, ...)
+from autograd import functional  # noqa: F401,E402  (vjp, jacobian: `autograd.functional.jacobian`)
