@@ -6,12 +6,11 @@ from typing import Any
 import numpy as np
 
 from autograd import backend
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 
 def tensor_like(value: Any, ref):
     """`value` as a Tensor on `ref`'s backend; Python scalars take `ref`'s dtype (no upcast)."""
-    from autograd.tensor import Tensor
-
     if isinstance(value, Tensor):
         return value
     xp = ref.xp
@@ -26,8 +25,6 @@ def tensor_like(value: Any, ref):
 
 def binary_operands(a: Any, b: Any, op: str):
     """Both operands as Tensors on one backend; a clear error when they live on different devices."""
-    from autograd.tensor import Tensor
-
     if not isinstance(a, Tensor):
         a = tensor_like(a, b)
     elif not isinstance(b, Tensor):
@@ -72,8 +69,6 @@ def normalize_axis(axis: int, ndim: int, op: str) -> int:
 
 def as_tensor(value: Any, op: str, ref=None):
     """`value` as a Tensor (arrays and scalars are wrapped, on `ref`'s backend when given)."""
-    from autograd.tensor import Tensor
-
     if isinstance(value, Tensor):
         return value
     if ref is not None:

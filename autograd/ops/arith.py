@@ -7,6 +7,7 @@ from __future__ import annotations
 from autograd.backend import xp_of
 from autograd.function import Function, unbroadcast
 from autograd.ops._util import binary_operands, broadcast_shapes
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 
 class Add(Function):
@@ -93,26 +94,86 @@ class PowScalar(Function):
         return (g * p * self.a ** (p - 1),)
 
 
+class AddScalar(Function):
+    """x + c for a Python number c."""
+
+    def forward(self, x, c):
+        return x + c
+
+    def backward(self, g):
+        return (g,)
+
+
+class MulScalar(Function):
+    """x * c for a Python number c."""
+
+    def forward(self, x, c):
+        self.c = c
+        return x * c
+
+    def backward(self, g):
+        return (g * self.c,)
+
+
+class DivScalar(Function):
+    """x / c for a Python number c."""
+
+    def forward(self, x, c):
+        self.c = c
+        return x / c
+
+    def backward(self, g):
+        return (g / self.c,)
+
+
+def _is_number(v) -> bool:
+    # Python numbers are weak scalars for NumPy and CuPy: float32 stays float32.
+    return type(v) is float or type(v) is int
+
+
 def _binary(cls, a, b, name):
     a, b = binary_operands(a, b, name)
-    if a.shape != b.shape:
-        broadcast_shapes(a.shape, b.shape, name)
-    return cls.apply(a, b)
+    if a.shape == b.shape:
+        return cls.apply(a, b)
+    try:
+        return cls.apply(a, b)
+    except ValueError:
+        broadcast_shapes(a.shape, b.shape, name)  # raises, naming the op and both shapes
+        raise
+
+
+def _tensor_with_number(a, b):
+    """(tensor, number) when exactly one operand is a float tensor and the other a Python number."""
+    if _is_number(b) and isinstance(a, Tensor) and a.dtype.kind == "f":
+        return a, b
+    if _is_number(a) and isinstance(b, Tensor) and b.dtype.kind == "f":
+        return b, a
+    return None, None
 
 
 def add(a, b):
+    t, c = _tensor_with_number(a, b)
+    if t is not None:
+        return AddScalar.apply(t, c=c)
     return _binary(Add, a, b, "add")
 
 
 def sub(a, b):
+    if _is_number(b) and isinstance(a, Tensor) and a.dtype.kind == "f":
+        return AddScalar.apply(a, c=-b)
     return _binary(Sub, a, b, "sub")
 
 
 def mul(a, b):
+    t, c = _tensor_with_number(a, b)
+    if t is not None:
+        return MulScalar.apply(t, c=c)
     return _binary(Mul, a, b, "mul")
 
 
 def div(a, b):
+    if _is_number(b) and isinstance(a, Tensor) and a.dtype.kind == "f":
+        return DivScalar.apply(a, c=b)
     return _binary(Div, a, b, "div")
 
 
@@ -122,8 +183,6 @@ def neg(a):
 
 def pow(a, b):
     """a ** b; a Python-number exponent takes the cheaper scalar path."""
-    from autograd.tensor import Tensor
-
     if isinstance(a, Tensor) and isinstance(b, (int, float)) and not isinstance(b, bool):
         return PowScalar.apply(a, p=b)
     return _binary(Pow, a, b, "pow")

@@ -5,6 +5,7 @@ import numpy as np
 
 from autograd import backend
 from autograd.function import Function
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 
 class AsType(Function):
@@ -40,8 +41,6 @@ def astype(x, dtype):
     if dtype == x.dtype:
         return x
     if dtype.kind not in "fc":
-        from autograd.tensor import Tensor
-
         return Tensor._make(x.data.astype(dtype), None)
     return AsType.apply(x, dtype=dtype)
 

@@ -14,6 +14,7 @@ import numpy as np
 from autograd.backend import xp_of
 from autograd.function import Function
 from autograd.ops._util import as_tensor
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 # Below this many table entries (V * rows) the one-hot product is the faster scatter.
 _ONE_HOT_LIMIT = 1 << 21
@@ -21,7 +22,7 @@ _ONE_HOT_LIMIT = 1 << 21
 
 def _index_array(value, xp):
     """A Tensor, list or array index as a backend array (ints and bools kept)."""
-    data = getattr(value, "data", value) if hasattr(value, "_node") else value
+    data = value.data if isinstance(value, Tensor) else value
     if isinstance(data, list):
         data = np.asarray(data)
     if xp_of(data) is not xp:

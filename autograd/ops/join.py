@@ -1,9 +1,15 @@
 """Joining and splitting along an axis: concat, stack, split, chunk."""
 from __future__ import annotations
 
+import builtins
+
+import numpy as np
+
 from autograd.backend import xp_of
 from autograd.function import Function
+from autograd.grad_mode import is_grad_enabled
 from autograd.ops._util import as_tensor, normalize_axis, same_device
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 
 class Concat(Function):
@@ -75,30 +81,74 @@ def stack(tensors, axis: int = 0):
     return Stack.apply(*ts, axis=axis)
 
 
-def split(x, size_or_sections, axis: int = 0) -> list:
-    """Pieces of x along `axis`: an int gives pieces of that size (the last may be smaller),
-    a list gives the size of each piece (they must add up to the axis length)."""
-    from autograd.ops.index import getitem
+class _SplitGather(Function):
+    """The one node between the pieces of a split and its input: the pieces' backwards write
+    into one shared zero-initialised buffer, which reaches the input as a single gradient
+    (no per-piece full-size zeros and no sum of them)."""
 
-    axis = normalize_axis(axis, x.ndim, "split")
+    def __init__(self, shape, axis):
+        self.shape, self.axis, self.buffer = shape, axis, None
+
+    def slot(self, g, lo, hi):
+        """Write a piece's gradient; return the buffer to the first writer of this pass."""
+        first = self.buffer is None
+        if first:
+            self.buffer = xp_of(g).zeros(self.shape, dtype=g.dtype)
+        self.buffer[(slice(None),) * self.axis + (slice(lo, hi),)] = g
+        return self.buffer if first else None
+
+    def backward(self, g):
+        self.buffer = None  # the next pass (retain_graph=True) starts from fresh zeros
+        return (g,)
+
+
+class _SplitPiece(Function):
+    def __init__(self, gather, lo, hi):
+        self.gather, self.lo, self.hi = gather, lo, hi
+
+    def backward(self, g):
+        return (self.gather.slot(g, self.lo, self.hi),)
+
+
+def _split_sizes(x, size_or_sections, axis: int) -> list:
     length = x.shape[axis]
-    if isinstance(size_or_sections, int):
-        if size_or_sections <= 0:
-            raise ValueError(f"split: piece size must be positive, got {size_or_sections}")
-        sizes = [size_or_sections] * (length // size_or_sections)
-        if length % size_or_sections:
-            sizes.append(length % size_or_sections)
-    else:
-        sizes = [int(s) for s in size_or_sections]
-        if sum(sizes) != length or any(s < 0 for s in sizes):
-            raise ValueError(
-                f"split: sections {sizes} do not add up to size {length} of axis {axis} (shape {x.shape})"
-            )
+    if isinstance(size_or_sections, (int, np.integer)):
+        size = int(size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: piece size must be positive, got {size}")
+        sizes = [size] * (length // size)
+        if length % size:
+            sizes.append(length % size)
+        return sizes
+    sizes = [int(s) for s in size_or_sections]
+    if builtins.sum(sizes) != length or builtins.any(s < 0 for s in sizes):
+        raise ValueError(
+            f"split: sections {sizes} do not add up to size {length} of axis {axis} (shape {x.shape})"
+        )
+    return sizes
+
+
+def split(x, size_or_sections, axis: int = 0) -> list:
+    """Pieces of x along `axis` (views): an int gives pieces of that size (the last may be
+    smaller), a list gives the size of each piece (they must add up to the axis length)."""
+    axis = normalize_axis(axis, x.ndim, "split")
+    sizes = _split_sizes(x, size_or_sections, axis)
     lead = (slice(None),) * axis
-    pieces, start = [], 0
+    bounds, start = [], 0
     for s in sizes:
-        pieces.append(getitem(x, lead + (slice(start, start + s),)))
+        bounds.append((start, start + s))
         start += s
+    views = [x.data[lead + (slice(lo, hi),)] for lo, hi in bounds]
+    if not (x.requires_grad and is_grad_enabled()):
+        return [Tensor._make(v, None) for v in views]
+    gather = _SplitGather(x.shape, axis)
+    gather.needs_input_grad = (True,)
+    gather.parents = (x._node if x._node is not None else x,)
+    pieces = []
+    for v, (lo, hi) in zip(views, bounds):
+        node = _SplitPiece(gather, lo, hi)
+        node.needs_input_grad, node.parents = (True,), (gather,)
+        pieces.append(Tensor._make(v, node))
     return pieces
 
 

@@ -12,10 +12,11 @@ import numpy as np
 from autograd.backend import to_device, xp_of
 from autograd.function import Function, unbroadcast
 from autograd.ops._util import as_tensor, broadcast_shapes, same_device, tensor_like
+from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
 
 
 def _mask_array(mask, ref, op: str):
-    data = mask.data if hasattr(mask, "_node") else mask
+    data = mask.data if isinstance(mask, Tensor) else mask
     xp = ref.xp
     if xp_of(data) is not xp:
         data = to_device(np.asarray(data), ref.device)
@@ -60,11 +61,11 @@ class Triangle(Function):
 
 def where(cond, a, b):
     """Elementwise `a` where cond is True, else `b` (all three broadcast together)."""
-    if not hasattr(a, "_node") and not hasattr(b, "_node"):
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = as_tensor(a, "where")
-    if not hasattr(a, "_node"):
+    if not isinstance(a, Tensor):
         a = tensor_like(a, b)
-    if not hasattr(b, "_node"):
+    if not isinstance(b, Tensor):
         b = tensor_like(b, a)
     same_device((a, b), "where")
     c = _mask_array(cond, a, "where")
@@ -111,8 +112,6 @@ _COMPARE = {
 
 def compare(a, b, op: str):
     """A boolean Tensor (no graph): a < b etc. for op in lt, le, gt, ge, eq, ne."""
-    from autograd.tensor import Tensor
-
     if op not in _COMPARE:
         raise ValueError(f"compare: unknown comparison {op!r}")
     ref = a if isinstance(a, Tensor) else b
