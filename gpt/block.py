@@ -1,0 +1,77 @@
+"""One transformer block: attention and feed-forward sublayers, each with its norm and skip.
+
+    pre-norm (GPT-2, prenorm=True):         post-norm (2017, prenorm=False):
+        x = x + attn(ln_1(x))                   x = ln_1(x + attn(x))
+        x = x + mlp(ln_2(x))                    x = ln_2(x + mlp(x))
+
+With residual=False the "x +" disappears (x = attn(ln_1(x)), or x = ln_1(attn(x))), which is
+what the gradient-flow study compares against.
+
+Gradient-flow hooks: set `block.record = {}` (or `GPT.trace(True)`) and every forward fills it
+with the Tensors of that pass (names in `RECORD_KEYS`), so a study can call `retain_grad()` on
+them before `backward()`:
+    input      (B, T, C)  the residual stream entering the block
+    attn_out   (B, T, C)  the attention branch's contribution (what is added to the stream)
+    mid        (B, T, C)  the stream between the two sublayers
+    mlp_out    (B, T, C)  the feed-forward branch's contribution
+    output     (B, T, C)  the stream leaving the block
+"""
+from __future__ import annotations
+
+import nn
+from gpt.config import GPTConfig
+
+RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+    return nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+def make_mlp(cfg: GPTConfig) -> nn.Module:
+    if cfg.mlp == "swiglu":
+        return nn.SwiGLU(cfg.n_embd, cfg.hidden, bias=cfg.bias)
+    if cfg.mlp == "moe":
+        return nn.MoE(cfg.n_embd, cfg.hidden, n_experts=cfg.n_experts, top_k=cfg.moe_top_k,
+                      activation="gelu", bias=cfg.bias)
+    return nn.MLP(cfg.n_embd, cfg.hidden, activation="gelu", bias=cfg.bias)
+
+
+class Block(nn.Module):
+    """x (B, T, C) -> (B, T, C); see the module docstring for the variants."""
+
+    def __init__(self, cfg: GPTConfig, rope=None):
+        super().__init__()
+        self.ln_1 = make_norm(cfg)
+        self.attn = nn.MultiHeadAttention(cfg.n_embd, cfg.n_head, bias=cfg.bias, dropout=cfg.dropout,
+                                          causal=True, rope=rope)
+        self.ln_2 = make_norm(cfg)
+        self.mlp = make_mlp(cfg)
+        self.mlp_drop = nn.Dropout(cfg.dropout)  # the attention applies its own residual dropout
+        self.prenorm = cfg.prenorm
+        self.residual = cfg.residual
+        self.record = None  # a dict to fill with this block's activations, or None
+
+    def forward(self, x, kv_cache=None, pos_offset: int = 0):
+        rec = self.record
+        if rec is not None:
+            rec["input"] = x
+        if self.prenorm:
+            a = self.attn(self.ln_1(x), kv_cache=kv_cache, pos_offset=pos_offset)  # (B, T, C)
+            x = x + a if self.residual else a
+        else:
+            a = self.attn(x, kv_cache=kv_cache, pos_offset=pos_offset)
+            x = self.ln_1(x + a if self.residual else a)
+        if rec is not None:
+            rec["attn_out"], rec["mid"] = a, x
+        if self.prenorm:
+            m = self.mlp_drop(self.mlp(self.ln_2(x)))  # (B, T, C)
+            x = x + m if self.residual else m
+        else:
+            m = self.mlp_drop(self.mlp(x))
+            x = self.ln_2(x + m if self.residual else m)
+        if rec is not None:
+            rec["mlp_out"], rec["output"] = m, x
+        return x

@@ -1,0 +1,209 @@
+"""The GPT: token (and position) embeddings, a stack of blocks, a final norm, the output head.
+
+Shapes: B = batch, T = time (tokens), C = n_embd, V = vocab_size, L = n_layer.
+
+    idx (B, T) int -> wte -> (B, T, C)  [+ wpe (learned) or the sinusoidal table]
+      -> Block x L (gpt/block.py) -> ln_f (pre-norm only) -> @ W_out (C, V) -> logits (B, T, V)
+
+Parameter names are GPT-2's (transformer.wte, transformer.wpe, transformer.h.{i}.ln_1,
+.attn.c_attn, .attn.c_proj, .ln_2, .mlp.c_fc, .mlp.c_proj, transformer.ln_f, lm_head), so
+real GPT-2 weights map onto the model by name. With tie_weights the output matrix *is*
+transformer.wte.weight, read through a transposed view: there is no separate lm_head
+parameter, it is counted once, and its gradient is the sum of the embedding's and the
+head's use (the engine accumulates a tensor used twice). Untied, lm_head.weight is (C, V)
+like every Linear here (y = x @ W).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+import autograd
+import nn
+from autograd import Tensor, backend
+from gpt.block import Block, make_norm
+from gpt.config import GPTConfig
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"GPT expects a GPTConfig, got {type(cfg).__name__}")
+        self.config = cfg
+        rope = None
+        if cfg.pos == "rope":  # one parameter-free table shared by every layer
+            rope = nn.RotaryEmbedding(cfg.head_dim, cfg.block_size, base=cfg.rope_base)
+        t = nn.ModuleDict()
+        t.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        if cfg.pos == "learned":
+            t.wpe = nn.LearnedPositions(cfg.block_size, cfg.n_embd)
+        t.drop = nn.Dropout(cfg.dropout)
+        t.h = nn.ModuleList([Block(cfg, rope=rope) for _ in range(cfg.n_layer)])
+        if cfg.has_ln_f:
+            t.ln_f = make_norm(cfg)
+        self.transformer = t
+        if not cfg.tie_weights:
+            self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)  # weight (C, V)
+        self._sin_cache: dict = {}
+        self.ce_loss = None   # the cross-entropy of the last forward with targets (detached)
+        self.aux_loss = None  # the MoE load-balancing loss of the last forward (detached), or None
+        self._init_weights()
+
+    # ---- initialisation ------------------------------------------------------------------
+    def _init_weights(self) -> None:
+        """GPT-2: weights ~ N(0, 0.02), biases 0, norms gain 1 / bias 0, and the projections
+        that write into the residual stream (every c_proj) ~ N(0, 0.02 / sqrt(2 L))."""
+        std = self.config.init_std
+        proj_std = std / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            leaf = name.rsplit(".", 2)
+            if ".ln_" in name:  # ln_1, ln_2, ln_f
+                (nn.init.ones_ if leaf[-1] == "weight" else nn.init.zeros_)(p)
+            elif leaf[-1] == "bias":
+                nn.init.zeros_(p)
+            elif name.endswith("c_proj.weight"):
+                nn.init.normal_(p, std=proj_std)
+            else:
+                nn.init.normal_(p, std=std)
+
+    # ---- helpers the sampler and the studies use -----------------------------------------
+    @property
+    def device(self) -> str:
+        return self.transformer.wte.weight.device
+
+    @property
+    def dtype(self):
+        return self.transformer.wte.weight.dtype
+
+    def output_weight(self) -> Tensor:
+        """The (C, V) matrix that maps the final stream to logits (a view of wte when tied)."""
+        if self.config.tie_weights:
+            return self.transformer.wte.weight.T
+        return self.lm_head.weight
+
+    def new_kv_caches(self, batch: int, max_len: int | None = None, dtype: Any = None) -> list:
+        """One preallocated `nn.KVCache` per layer, for `forward(..., kv_caches=...)`."""
+        cfg = self.config
+        return [
+            nn.KVCache(batch, cfg.n_head, max_len or cfg.block_size, cfg.head_dim,
+                       dtype or self.dtype, self.device)
+            for _ in range(cfg.n_layer)
+        ]
+
+    def trace(self, on: bool = True) -> list:
+        """Turn the per-block activation records on (fresh dicts) or off; returns them."""
+        for block in self.transformer.h:
+            block.record = {} if on else None
+        return self.records
+
+    @property
+    def records(self) -> list:
+        """Per block, the dict of activations of the last forward (see gpt/block.py)."""
+        return [block.record for block in self.transformer.h]
+
+    def report(self, dtype: Any = None) -> str:
+        """Parameter breakdown, weights and KV-cache bytes per token (gpt/report.py)."""
+        from gpt.report import report
+
+        return report(self.config, dtype or self.dtype, built_params=self.num_params())
+
+    # ---- input checks --------------------------------------------------------------------
+    def _as_ids(self, ids: Any, what: str):
+        """An integer backend array on the model's device (no copy when already there)."""
+        if isinstance(ids, Tensor):
+            ids = ids.data
+        elif not hasattr(ids, "dtype"):
+            ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"expected {what} to hold integer token ids, got dtype {ids.dtype}")
+        return backend.to_device(ids, self.device)
+
+    def _check_idx(self, idx: Any, pos_offset: int):
+        idx = self._as_ids(idx, "idx")
+        cfg = self.config
+        if idx.ndim != 2 or idx.shape[1] > cfg.block_size or idx.shape[1] == 0:
+            raise ValueError(
+                f"expected idx of shape (B, T) with 0 < T <= block_size={cfg.block_size}, "
+                f"got {tuple(idx.shape)}"
+            )
+        if pos_offset < 0 or pos_offset + idx.shape[1] > cfg.block_size:
+            raise ValueError(
+                f"positions pos_offset={pos_offset} .. {pos_offset + idx.shape[1] - 1} exceed "
+                f"block_size={cfg.block_size}: crop the context (or re-prefill a window)"
+            )
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= cfg.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"token id {bad} in idx is outside the vocabulary [0, {cfg.vocab_size})")
+        return idx
+
+    def _check_targets(self, targets: Any, shape: tuple):
+        targets = self._as_ids(targets, "targets")
+        if tuple(targets.shape) != tuple(shape):
+            raise ValueError(f"expected targets of shape {tuple(shape)} (like idx), got {tuple(targets.shape)}")
+        hi = int(targets.max())
+        if hi >= self.config.vocab_size:
+            raise ValueError(f"target id {hi} is outside the vocabulary [0, {self.config.vocab_size})")
+        return targets
+
+    def _sinusoidal(self, T: int, offset: int) -> Tensor:
+        """Rows offset .. offset+T-1 of the fixed 2017 table, built once per device and dtype."""
+        key = (self.device, np.dtype(self.dtype).str)
+        table = self._sin_cache.get(key)
+        if table is None:
+            cfg = self.config
+            host = nn.sinusoidal_table(cfg.block_size, cfg.n_embd, dtype=np.float64)
+            table = backend.to_device(host.astype(self.dtype), self.device)
+            self._sin_cache[key] = table
+        return Tensor(table[offset:offset + T])  # (T, C), a constant
+
+    # ---- forward -------------------------------------------------------------------------
+    def forward(self, idx: Any, targets: Any = None, kv_caches: list | None = None,
+                pos_offset: int = 0, last_only: bool = False):
+        """idx (B, T) int -> (logits (B, T, V) Tensor, loss scalar Tensor or None).
+
+        targets (B, T) int (ignore_index -100 skips a position): the mean cross-entropy over
+        all positions, plus moe_aux_coef x the MoE load-balancing loss summed over layers.
+        kv_caches: one nn.KVCache per layer (see `new_kv_caches`); idx then holds only the new
+        tokens, whose positions start at `pos_offset` (the cache length).
+        last_only (no targets): logits for the last position only, (B, 1, V), as a sampler needs.
+        """
+        cfg = self.config
+        idx = self._check_idx(idx, pos_offset)
+        B, T = idx.shape
+        if kv_caches is not None and len(kv_caches) != cfg.n_layer:
+            raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
+        t = self.transformer
+        x = autograd.embedding(t.wte.weight, idx)  # (B, T, C); ids were checked above
+        if cfg.pos == "learned":
+            x = x + t.wpe(T, offset=pos_offset)  # (T, C) broadcast over B
+        elif cfg.pos == "sinusoidal":
+            # As in the 2017 paper, token embeddings are scaled by sqrt(C) so that the fixed
+            # table (entries in [-1, 1]) does not drown them at init.
+            x = x * math.sqrt(cfg.n_embd) + self._sinusoidal(T, pos_offset)
+        x = t.drop(x)
+        for i, block in enumerate(t.h):
+            x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)
+        if cfg.has_ln_f:
+            x = t.ln_f(x)  # (B, T, C)
+        if last_only and targets is None:
+            x = x[:, T - 1:, :]  # (B, 1, C)
+        Bx, Tx, C = x.shape
+        # One 2-D GEMM (B*T, C) @ (C, V); tied: W_out is a transposed view of wte, no copy.
+        logits = (x.reshape(Bx * Tx, C) @ self.output_weight()).reshape(Bx, Tx, cfg.vocab_size)
+        if targets is None:
+            return logits, None
+        targets = self._check_targets(targets, (B, T))
+        loss = autograd.cross_entropy(logits, targets)
+        self.ce_loss = loss.detach()
+        if cfg.mlp == "moe":
+            aux = None
+            for block in t.h:
+                aux = block.mlp.aux_loss if aux is None else aux + block.mlp.aux_loss
+            self.aux_loss = aux.detach()
+            if cfg.moe_aux_coef:
+                loss = loss + cfg.moe_aux_coef * aux
+        return logits, loss
