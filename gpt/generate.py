@@ -1,0 +1,358 @@
+"""The generation loop: prefill the prompt once, then one token per step against a KV cache.
+
+Shapes: B = rows (prompts x num_samples, or beams), T = tokens, V = vocab, C = n_embd.
+
+Cached decoding. The prompt goes through the model in one forward pass that fills one
+preallocated `nn.KVCache` per layer (sized for block_size positions, never grown by
+concatenation); each later step feeds only the new token, whose q, k, v are the only ones a
+layer computes, at position `pos_offset` = the cache length (learned and sinusoidal tables are
+read at that row, rotary embeddings rotate by it). Only the last position's logits are formed.
+The uncached path (use_cache=False) runs the whole context through the model at every step;
+it exists to check the cached one and to measure what the cache buys.
+
+Context-full policy (a sliding window with re-prefill). The context the model sees is the
+window tokens[s:n] of the n tokens so far. It starts at s = 0 and grows by one per step; when
+it would exceed block_size, the oldest tokens are dropped so that the last `window_keep` tokens
+remain (s = n - window_keep) and the cache is rebuilt by one prefill of that window. Default
+window_keep = 3/4 of block_size: one re-prefill per block_size/4 tokens, and the model keeps
+at least 3/4 of its context. window_keep = block_size is nanoGPT's crop-every-step (exact but
+a full forward per token once the context is full). The window depends only on n, so the
+cached and uncached paths, and a prompt alone or inside a batch, see identical contexts.
+
+Batched prompts of different lengths: prompts are left-aligned (right-padded) and the batch
+advances in lockstep, all rows at the same position, so no attention mask and no per-row
+position is needed. The prefill covers the shortest prompt; while a row still has prompt
+tokens, its next token is forced to its prompt token instead of sampled (the scheme of Meta's
+LLaMA reference sampler). Every row therefore sees exactly the positions and windows it would
+see alone.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+import autograd
+from autograd import Tensor
+from autograd.backend import device_of, to_device
+from gpt import sample as S
+
+PAD = -1  # fills finished rows in returned arrays and "no new token" slots in streams
+
+
+# ---- the context window ----------------------------------------------------------------------
+def default_window_keep(block_size: int) -> int:
+    return max(1, (3 * block_size) // 4)
+
+
+def window_start(n: int, block_size: int, keep: int) -> int:
+    """Start s of the window tokens[s:n] after n tokens have arrived one by one (see module doc)."""
+    if n <= block_size:
+        return 0
+    # the first drop happens at n = block_size + 1 (s = n - keep); after that every
+    # block_size - keep + 1 tokens the window is full again and drops back to `keep`
+    period = block_size - keep + 1
+    return n - keep - (n - block_size - 1) % period
+
+
+# ---- one decoder: the model, its caches and the token history of B rows -------------------------
+class Decoder:
+    """Feeds B rows of tokens to `model` and returns the next-token logits of each row.
+
+    prefill(tokens (B, n)) -> (B, V) float32 host logits after the n tokens;
+    step(tokens (B,)) -> (B, V) after appending one token per row.
+    With use_cache the window lives in `caches` (one nn.KVCache per layer); without it the
+    whole window is run at every step. `reorder(rows)` selects/duplicates rows (beam search).
+    """
+
+    def __init__(self, model, batch: int, capacity: int, use_cache: bool = True,
+                 window_keep: int | None = None):
+        cfg = model.config
+        self.model, self.batch, self.use_cache = model, batch, use_cache
+        self.block_size = cfg.block_size
+        keep = default_window_keep(cfg.block_size) if window_keep is None else int(window_keep)
+        if not 1 <= keep <= cfg.block_size:
+            raise ValueError(f"window_keep must be in 1..block_size={cfg.block_size}, got {window_keep}")
+        self.keep = keep
+        self.tokens = np.zeros((batch, capacity), dtype=np.int64)  # every token so far, host
+        self.n = 0   # tokens so far per row (all rows advance together)
+        self.s = 0   # window start: the model's context is tokens[:, s:n]
+        self.caches = model.new_kv_caches(batch) if use_cache else None
+        self.prefills = 0  # how many full-window forwards ran (1 + re-prefills when cached)
+
+    @property
+    def cache_nbytes(self) -> int:
+        """Bytes held by the KV caches (preallocated for block_size positions)."""
+        return 0 if self.caches is None else sum(c.nbytes for c in self.caches)
+
+    def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
+        logits, _ = self.model(idx, kv_caches=caches, pos_offset=pos_offset, last_only=True)
+        out = logits.data[:, -1, :]  # (B, V)
+        return out if isinstance(out, np.ndarray) else out.get()
+
+    def _run_window(self) -> np.ndarray:
+        window = self.tokens[:, self.s:self.n]  # (B, n - s)
+        if self.caches is not None:
+            for c in self.caches:
+                c.reset()
+        self.prefills += 1
+        return self._forward(np.ascontiguousarray(window), 0, self.caches)
+
+    def prefill(self, tokens: np.ndarray) -> np.ndarray:
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 2 or tokens.shape[0] != self.batch or tokens.shape[1] == 0:
+            raise ValueError(f"prefill expects tokens (B={self.batch}, n>0), got {tokens.shape}")
+        n = tokens.shape[1]
+        if n > self.tokens.shape[1]:
+            raise ValueError(f"prefill: {n} tokens exceed the decoder's capacity {self.tokens.shape[1]}")
+        self.tokens[:, :n] = tokens
+        self.n, self.s = n, window_start(n, self.block_size, self.keep)
+        return self._run_window()
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        if self.n >= self.tokens.shape[1]:
+            raise ValueError(f"decoder capacity {self.tokens.shape[1]} reached")
+        self.tokens[:, self.n] = np.asarray(tokens, dtype=np.int64).reshape(self.batch)
+        self.n += 1
+        s = window_start(self.n, self.block_size, self.keep)
+        if s != self.s or self.caches is None:
+            self.s = s
+            return self._run_window()
+        # the cached step: only the new token, at position n - 1 - s of the window
+        return self._forward(self.tokens[:, self.n - 1:self.n], self.n - 1 - self.s, self.caches)
+
+    def reorder(self, rows: np.ndarray) -> None:
+        """Row i becomes former row rows[i] (tokens and cached keys/values)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.tokens[:, :self.n] = self.tokens[rows, :self.n]
+        if self.caches is not None:
+            for c in self.caches:
+                L = c.length
+                idx = rows if isinstance(c.k, np.ndarray) else to_device(rows, device_of(c.k))
+                c.k[:, :, :L] = c.k[idx, :, :L]  # fancy indexing copies first: no aliasing
+                c.v[:, :, :L] = c.v[idx, :, :L]
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+def as_prompts(idx: Any, vocab_size: int) -> tuple[list[np.ndarray], bool]:
+    """(list of 1-D int64 prompts, ragged?) from a Tensor/array (T,) or (B, T), a list of ids,
+    or a list of id lists of different lengths."""
+    if isinstance(idx, Tensor):
+        idx = idx.numpy()
+    ragged = False
+    if isinstance(idx, (list, tuple)) and idx and isinstance(idx[0], (list, tuple, np.ndarray, Tensor)):
+        rows = [np.asarray(r.numpy() if isinstance(r, Tensor) else r) for r in idx]
+        ragged = len({r.shape for r in rows}) > 1
+    else:
+        arr = np.asarray(idx.get() if hasattr(idx, "get") else idx)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2:
+            raise ValueError(f"expected idx of shape (T,) or (B, T) (or a list of id lists), got {arr.shape}")
+        rows = list(arr)
+    if not rows:
+        raise ValueError("generate needs at least one prompt")
+    out = []
+    for i, r in enumerate(rows):
+        if r.ndim != 1 or r.size == 0:
+            raise ValueError(f"prompt {i} must be a non-empty 1-D sequence of token ids, got shape {r.shape}")
+        if r.dtype.kind not in "iu":
+            if r.dtype.kind == "f" and np.all(r == np.round(r)):
+                r = r.astype(np.int64)
+            else:
+                raise TypeError(f"prompt {i} must hold integer token ids, got dtype {r.dtype}")
+        if r.min() < 0 or r.max() >= vocab_size:
+            bad = int(r.min()) if r.min() < 0 else int(r.max())
+            raise ValueError(f"prompt {i}: token id {bad} is outside the vocabulary [0, {vocab_size})")
+        out.append(r.astype(np.int64))
+    return out, ragged
+
+
+class _EvalMode:
+    """eval() and no_grad() for the duration of generation; the training flag is restored."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.was_training = self.model.training
+        self.model.eval()
+        self.ng = autograd.no_grad()
+        self.ng.__enter__()
+
+    def __exit__(self, *exc):
+        self.ng.__exit__(*exc)
+        self.model.train(self.was_training)
+
+
+# ---- sampling loop ---------------------------------------------------------------------------------
+def stream(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+           top_p: float | None = None, repetition_penalty: float = 1.0, stop=None,
+           use_cache: bool = True, seed: int | None = None, num_samples: int = 1,
+           tokenizer=None, window_keep: int | None = None, generator: np.random.Generator | None = None,
+           _state: dict | None = None) -> Iterator[np.ndarray]:
+    """Yield, step by step, one new token per row: an int64 array (N,), N = prompts x num_samples
+    (each prompt's samples consecutive), holding PAD (-1) for a row that produced nothing this step
+    (still forcing its prompt, or already stopped). Stops after max_new_tokens per row or when
+    every row has met a stop id / stop string (stop strings need `tokenizer`)."""
+    cfg = model.config
+    S.check_sampling_args(temperature, top_k, top_p, repetition_penalty)
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    prompts, _ = as_prompts(idx, cfg.vocab_size)
+    prompts = [p for p in prompts for _ in range(num_samples)]
+    lengths = np.array([len(p) for p in prompts])
+    B, n0 = len(prompts), int(lengths.min())
+    total = int(lengths.max()) + int(max_new_tokens)
+    gen = generator if generator is not None else S.make_generator(seed)
+    stops = [S.make_stop_state(stop, tokenizer) for _ in range(B)]
+    new_counts = np.zeros(B, dtype=np.int64)
+    if _state is not None:
+        _state.update(stops=stops, lengths=lengths)
+    if max_new_tokens == 0:
+        return
+    with _EvalMode(model):
+        dec = Decoder(model, B, total, use_cache=use_cache, window_keep=window_keep)
+        if _state is not None:
+            _state["decoder"] = dec
+        for b, p in enumerate(prompts):
+            dec.tokens[b, :len(p)] = p
+        logits = dec.prefill(dec.tokens[:, :n0])
+        for t in range(n0, total):
+            context = [dec.tokens[b, :t] for b in range(B)] if repetition_penalty != 1.0 else None
+            chosen = S.next_token(logits, gen, context, temperature, top_k, top_p, repetition_penalty)
+            forced = t < lengths
+            chosen = np.where(forced, dec.tokens[:, t], chosen)
+            out = np.full(B, PAD, dtype=np.int64)
+            for b in np.flatnonzero(~forced):
+                if not stops[b].done and new_counts[b] < max_new_tokens:
+                    out[b] = chosen[b]
+                    new_counts[b] += 1
+                    stops[b].push(int(chosen[b]))
+            yield out
+            if all(st.done or c >= max_new_tokens for st, c in zip(stops, new_counts)):
+                return
+            logits = dec.step(chosen)
+
+
+def generate(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None, repetition_penalty: float = 1.0, stop=None,
+             use_cache: bool = True, seed: int | None = None, num_samples: int = 1, num_beams: int = 1,
+             tokenizer=None, length_penalty: float = 1.0, window_keep: int | None = None,
+             pad_id: int = PAD) -> np.ndarray | list[np.ndarray]:
+    """Prompt plus generated tokens for every row.
+
+    idx: (T,) or (B, T) ids (array or Tensor), or a list of id lists of different lengths.
+    Returns int64 numpy: a (N, T + k) array (N = B x num_samples, k = most tokens any row
+    generated; rows that stopped earlier are right-padded with pad_id), or, for prompts of
+    different lengths, a list of N 1-D arrays. Generation that meets a stop id keeps it; a stop
+    string keeps the token that completed it (decode and cut at the string, as `stream_text` does).
+    temperature=0 is greedy; num_beams > 1 runs beam search (deterministic; temperature, top-k
+    and top-p are not used) and returns the best num_samples beams of each prompt.
+    """
+    cfg = model.config
+    prompts, ragged = as_prompts(idx, cfg.vocab_size)
+    if num_beams > 1:
+        rows = []
+        for p in prompts:
+            rows.extend(beam_generate(model, p, max_new_tokens, num_beams, stop=stop, tokenizer=tokenizer,
+                                      use_cache=use_cache, repetition_penalty=repetition_penalty,
+                                      length_penalty=length_penalty, num_return=num_samples,
+                                      window_keep=window_keep))
+    else:
+        steps = list(stream(model, prompts, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
+                            stop, use_cache, seed, num_samples, tokenizer, window_keep))
+        new = np.stack(steps, axis=1) if steps else np.zeros((len(prompts) * num_samples, 0), np.int64)
+        rows = [np.concatenate([p, r[r != PAD]]) for p, r in
+                zip([p for p in prompts for _ in range(num_samples)], new)]
+    if ragged:
+        return rows
+    width = max(len(r) for r in rows)
+    out = np.full((len(rows), width), pad_id, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
+
+
+def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int, stop=None,
+                  tokenizer=None, use_cache: bool = True, repetition_penalty: float = 1.0,
+                  length_penalty: float = 1.0, num_return: int = 1,
+                  window_keep: int | None = None) -> list[np.ndarray]:
+    """Beam search from one prompt (1-D ids); the best num_return sequences (prompt + new), best first."""
+    prompt = np.asarray(prompt, dtype=np.int64)
+    stop_ids, stop_strings = S.split_stop(stop)
+    if stop_strings and tokenizer is None:
+        raise ValueError(f"stop strings {list(stop_strings)} need a tokenizer= to decode generated text")
+
+    def is_final(toks: list) -> bool:
+        if toks[-1] in stop_ids:
+            return True
+        if stop_strings:
+            text = tokenizer.decode(toks)
+            return any(s in text for s in stop_strings)
+        return False
+
+    with _EvalMode(model):
+        dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache, window_keep)
+        first = dec.prefill(np.tile(prompt, (num_beams, 1)))[:1]
+
+        def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
+            if parents is None:
+                logits = first
+            else:
+                k = len(parents)
+                # the decoder keeps num_beams rows; surplus rows repeat a live one and are ignored
+                rows = np.concatenate([parents, np.full(num_beams - k, parents[-1])]) if k < num_beams else parents
+                dec.reorder(rows)
+                last = np.concatenate([seqs[:, -1], np.full(num_beams - k, seqs[-1, -1])])
+                logits = dec.step(last)[:k]
+            if repetition_penalty != 1.0:
+                ctx = dec.tokens[:len(logits), :dec.n]
+                logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
+            return S.log_softmax(logits)
+
+        hyps = S.beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,
+                             length_penalty, num_return)
+    return [np.concatenate([prompt, np.asarray(h.tokens, dtype=np.int64)]) for h in hyps]
+
+
+def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: int, stop=None,
+                **kwargs) -> Iterator[str]:
+    """Yield the generated text of one prompt piece by piece as tokens arrive.
+
+    Text that could still turn into a stop string, or that ends in an incomplete UTF-8
+    character, is held back until the next token decides it; the text ends right before a
+    stop string. kwargs: the sampling arguments of `stream` (temperature, top_k, seed, ...).
+    """
+    ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+    if not ids:
+        raise ValueError("the prompt encodes to no tokens: give at least one character or token id")
+    state: dict = {}
+    _, strings = S.split_stop(stop)
+    shown = 0
+    tokens: list[int] = []
+    for out in stream(model, [ids], max_new_tokens, stop=stop, tokenizer=tokenizer, _state=state, **kwargs):
+        if out[0] == PAD:
+            continue
+        tokens.append(int(out[0]))
+        st = state["stops"][0]
+        if st.done:
+            break
+        text = tokenizer.decode(tokens)
+        ready = len(text) - S.holdback(text, strings)
+        if ready > shown:
+            yield text[shown:ready]
+            shown = ready
+    st = state["stops"][0] if state.get("stops") else None
+    text = st.text if st is not None and st.done and st.text_end is not None else tokenizer.decode(tokens)
+    if st is not None and st.done and st.text_end is None and tokens and tokens[-1] in st.ids:
+        text = tokenizer.decode(tokens[:-1])  # a stop id is not shown
+    if len(text) > shown:
+        yield text[shown:]
+
+
+def kv_cache_numbers_per_token(cfg) -> int:
+    """Numbers the KV cache holds per token of context: 2 (k and v) x n_layer x n_embd."""
+    return 2 * cfg.n_layer * cfg.n_embd
