@@ -1,0 +1,60 @@
+"""Activation modules (GELU, ReLU, SiLU, Tanh) and `activation(name)` to build one by name."""
+from __future__ import annotations
+
+import autograd
+from autograd.tensor import Tensor
+from nn.module import Module
+
+
+class GELU(Module):
+    """x * Phi(x); approximate="tanh" (GPT-2's) or "none" (the exact erf form)."""
+
+    def __init__(self, approximate: str = "tanh"):
+        super().__init__()
+        if approximate not in ("tanh", "none"):
+            raise ValueError(f"GELU approximate must be 'tanh' or 'none', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return autograd.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class ReLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return autograd.relu(x)
+
+
+class SiLU(Module):
+    """x * sigmoid(x) (also called swish)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return autograd.silu(x)
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return autograd.tanh(x)
+
+
+_BY_NAME = {
+    "gelu": lambda: GELU("tanh"),
+    "gelu_tanh": lambda: GELU("tanh"),
+    "gelu_exact": lambda: GELU("none"),
+    "relu": ReLU,
+    "silu": SiLU,
+    "swish": SiLU,
+    "tanh": Tanh,
+}
+
+
+def activation(name: str | Module) -> Module:
+    """An activation module by name: gelu (tanh form), gelu_exact, relu, silu, tanh; a Module passes through."""
+    if isinstance(name, Module):
+        return name
+    try:
+        return _BY_NAME[name]()
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown activation {name!r}: choose one of {sorted(_BY_NAME)}") from None

@@ -1,0 +1,54 @@
+"""Feed-forward blocks: MLP (n_embd -> hidden -> n_embd) and the gated SwiGLU."""
+from __future__ import annotations
+
+import autograd
+from autograd.tensor import Tensor
+from nn.activation import activation as make_activation
+from nn.dropout import Dropout
+from nn.linear import Linear
+from nn.module import Module
+
+
+class MLP(Module):
+    """x (..., n_embd) -> c_fc -> activation -> c_proj -> dropout -> (..., n_embd); hidden defaults to 4 * n_embd."""
+
+    def __init__(self, n_embd: int, hidden: int | None = None, activation: str | Module = "gelu",
+                 bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        hidden = 4 * n_embd if hidden is None else int(hidden)
+        self.c_fc = Linear(n_embd, hidden, bias=bias)
+        self.act = make_activation(activation)
+        self.c_proj = Linear(hidden, n_embd, bias=bias)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+def swiglu_hidden(n_embd: int, multiple_of: int = 256) -> int:
+    """LLaMA's hidden width: 2/3 of 4 * n_embd, rounded up to `multiple_of` (4096 -> 11008)."""
+    hidden = int(2 * 4 * n_embd / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+class SwiGLU(Module):
+    """silu(x W_gate) * (x W_up), then c_proj: x (..., n_embd) -> (..., n_embd).
+
+    c_fc fuses the gate and up projections (n_embd -> 2 * hidden; first half gate, second up)
+    so one matmul does both; c_proj maps hidden -> n_embd. hidden defaults to LLaMA's width.
+    """
+
+    def __init__(self, n_embd: int, hidden: int | None = None, bias: bool = False, dropout: float = 0.0):
+        super().__init__()
+        self.hidden = swiglu_hidden(n_embd) if hidden is None else int(hidden)
+        self.c_fc = Linear(n_embd, 2 * self.hidden, bias=bias)
+        self.c_proj = Linear(self.hidden, n_embd, bias=bias)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.c_fc(x)                      # (..., 2 * hidden)
+        gate, up = autograd.chunk(h, 2, axis=-1)  # 2 x (..., hidden)
+        return self.dropout(self.c_proj(autograd.silu(gate) * up))
+
+    def extra_repr(self) -> str:
+        return f"hidden={self.hidden}"

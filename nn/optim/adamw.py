@@ -1,0 +1,66 @@
+"""AdamW: Adam with decoupled weight decay (Loshchilov & Hutter, 2019), bias-corrected."""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from nn.optim.optimizer import Optimizer
+
+
+class AdamW(Optimizer):
+    """For step t (counted per parameter), gradient g, parameter p:
+
+        p *= 1 - lr * weight_decay                 (decoupled: not part of the gradient)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    m and v ("exp_avg", "exp_avg_sq") have the parameter's shape, dtype and device. Groups let
+    biases, norms and embeddings use weight_decay=0.0.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01):
+        super().__init__(params, dict(lr=float(lr), betas=tuple(float(b) for b in betas), eps=float(eps),
+                                      weight_decay=float(weight_decay)))
+
+    def _validate(self, group: dict) -> None:
+        super()._validate(group)
+        betas = tuple(group["betas"])
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"AdamW: betas must be two numbers in [0, 1), got {group['betas']}")
+        group["betas"] = betas
+        if group["eps"] < 0 or group["weight_decay"] < 0:
+            raise ValueError(f"AdamW: eps and weight_decay must be >= 0, got {group['eps']}, {group['weight_decay']}")
+
+    def _update(self, p, g, group: dict, state: dict) -> None:
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = p * 0  # zeros with p's shape, dtype and device
+            state["exp_avg_sq"] = p * 0
+        state["step"] += 1
+        t = state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        xp = _xp(p)
+        if wd:
+            p *= 1.0 - lr * wd
+        tmp = xp.multiply(g, 1.0 - b1)   # the one scratch array of the step
+        m *= b1
+        m += tmp
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1.0 - b2
+        v *= b2
+        v += tmp
+        xp.sqrt(v, out=tmp)
+        tmp *= 1.0 / math.sqrt(1.0 - b2 ** t)
+        tmp += eps
+        xp.divide(m, tmp, out=tmp)
+        tmp *= -lr / (1.0 - b1 ** t)
+        p += tmp
+
+
+def _xp(a):
+    from autograd.backend import xp_of
+
+    return xp_of(a)

@@ -1,0 +1,166 @@
+"""Positional encodings: a learned table, the fixed sinusoids of "Attention Is All You Need",
+and rotary embeddings (RoPE) that rotate queries and keys by their position.
+
+LearnedPositions and SinusoidalPositions return vectors to add to the token embeddings;
+RotaryEmbedding is applied inside attention to q and k, with an offset so that a cached
+decode step at position t rotates its single query exactly as the full sequence would.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import autograd
+from autograd.backend import device_of, xp_of
+from autograd.function import Function
+from autograd.tensor import Tensor
+from nn import init
+from nn.module import Module, Parameter
+
+
+def _positions(pos: Any, offset: int, limit: int, name: str):
+    """(kind, value): ('range', (start, stop)) for an int length, ('index', array) for position ids."""
+    if isinstance(pos, (int, np.integer)) and not isinstance(pos, bool):
+        T = int(pos)
+        if T < 0 or offset < 0:
+            raise ValueError(f"{name}: length and offset must be >= 0, got T={T}, offset={offset}")
+        if offset + T > limit:
+            raise ValueError(
+                f"{name}: positions {offset}..{offset + T - 1} exceed the table's {limit} positions "
+                f"(block_size / max_len={limit})"
+            )
+        return "range", (offset, offset + T)
+    arr = pos.data if isinstance(pos, Tensor) else pos
+    if getattr(arr, "dtype", None) is None or arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an int length or an integer array of positions, got {type(pos).__name__}")
+    if arr.size and (int(arr.min()) + offset < 0 or int(arr.max()) + offset >= limit):
+        raise ValueError(f"{name}: a position is outside 0..{limit - 1} (block_size / max_len={limit})")
+    return "index", (arr + offset if offset else arr)
+
+
+class LearnedPositions(Module):
+    """A trained table of position vectors (GPT-2's `wpe`): weight (block_size, n_embd), N(0, 0.02).
+
+    forward(T, offset=0) -> (T, n_embd) for positions offset..offset+T-1, or forward(pos int array
+    (...)) -> (..., n_embd).
+    """
+
+    def __init__(self, block_size: int, n_embd: int):
+        super().__init__()
+        self.block_size, self.n_embd = int(block_size), int(n_embd)
+        self.weight = init.normal_(Parameter(np.empty((block_size, n_embd), np.float32)), std=0.02)
+
+    def forward(self, pos: Any, offset: int = 0) -> Tensor:
+        kind, value = _positions(pos, offset, self.block_size, "LearnedPositions")
+        if kind == "range":
+            start, stop = value
+            return self.weight[start:stop]  # (T, C)
+        return autograd.embedding(self.weight, value)
+
+    def extra_repr(self) -> str:
+        return f"{self.block_size}, {self.n_embd}"
+
+
+def sinusoidal_table(T: int, C: int, offset: int = 0, base: float = 10000.0, dtype=np.float32) -> np.ndarray:
+    """(T, C) numpy table, row p for position offset + p:
+
+        PE[p, 2i] = sin(p / base**(2i / C)),   PE[p, 2i + 1] = cos(p / base**(2i / C))
+
+    (Vaswani et al., 2017). Computed in float64, returned in `dtype`.
+    """
+    if T < 0 or C < 1 or offset < 0:
+        raise ValueError(f"sinusoidal_table needs T >= 0, C >= 1, offset >= 0; got T={T}, C={C}, offset={offset}")
+    pos = np.arange(offset, offset + T, dtype=np.float64)[:, None]          # (T, 1)
+    inv_freq = base ** (-np.arange(0, C, 2, dtype=np.float64) / C)          # (ceil(C/2),)
+    angles = pos * inv_freq                                                 # (T, ceil(C/2))
+    table = np.empty((T, C), np.float64)
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : C // 2])
+    return table.astype(dtype)
+
+
+class SinusoidalPositions(Module):
+    """Fixed sinusoid position vectors (no parameters): forward(T, offset=0) -> (T, n_embd)."""
+
+    def __init__(self, block_size: int, n_embd: int, base: float = 10000.0):
+        super().__init__()
+        self.block_size, self.n_embd = int(block_size), int(n_embd)
+        self.register_buffer("table", sinusoidal_table(block_size, n_embd, base=base), persistent=False)
+
+    def forward(self, pos: Any, offset: int = 0) -> Tensor:
+        kind, value = _positions(pos, offset, self.block_size, "SinusoidalPositions")
+        if kind == "range":
+            start, stop = value
+            return Tensor(self.table[start:stop])  # (T, C), a constant
+        return Tensor(self.table[value])
+
+    def extra_repr(self) -> str:
+        return f"{self.block_size}, {self.n_embd}"
+
+
+class _Rotate(Function):
+    """Rotate the pairs (x[..., i], x[..., i + hs/2]) by angles with the given cos and sin (T, hs/2).
+
+    The rotation is orthogonal, so backward rotates the gradient by the opposite angles.
+    """
+
+    def forward(self, x, cos, sin):
+        h = x.shape[-1] // 2
+        self.cos, self.sin = cos, sin
+        x1, x2 = x[..., :h], x[..., h:]
+        out = x.copy()
+        out[..., :h] = x1 * cos - x2 * sin
+        out[..., h:] = x1 * sin + x2 * cos
+        return out
+
+    def backward(self, g):
+        h = g.shape[-1] // 2
+        cos, sin = self.cos, self.sin
+        g1, g2 = g[..., :h], g[..., h:]
+        gx = g.copy()
+        gx[..., :h] = g1 * cos + g2 * sin
+        gx[..., h:] = g2 * cos - g1 * sin
+        return (gx,)
+
+
+class RotaryEmbedding(Module):
+    """RoPE (Su et al., 2021) in the half-split layout (GPT-NeoX, LLaMA in Hugging Face form).
+
+    Frequency i (0 <= i < head_dim/2) is theta_i = base**(-2i / head_dim); position p rotates
+    the pair (x_i, x_{i + head_dim/2}) by p * theta_i. Then q_m . k_n depends on m - n only.
+    apply(x (B, H, T, head_dim), offset=0) -> same shape; the tables are buffers (not saved).
+    """
+
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        if head_dim < 2 or head_dim % 2:
+            raise ValueError(f"RotaryEmbedding needs an even head_dim >= 2, got {head_dim}")
+        self.head_dim, self.max_len, self.base = int(head_dim), int(max_len), float(base)
+        inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)   # (hs/2,)
+        angles = np.arange(max_len, dtype=np.float64)[:, None] * inv_freq               # (max_len, hs/2)
+        self.register_buffer("cos", np.cos(angles), persistent=False)
+        self.register_buffer("sin", np.sin(angles), persistent=False)
+
+    def apply(self, x: Tensor, offset: int = 0) -> Tensor:  # noqa: A003 (the name the contract uses)
+        if not isinstance(x, Tensor):
+            return Module.apply(self, x)  # apply(fn) over the module tree keeps working
+        if x.ndim < 2 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"RotaryEmbedding(head_dim={self.head_dim}): expected x (..., T, {self.head_dim}), "
+                             f"got shape {tuple(x.shape)}")
+        T = x.shape[-2]
+        _positions(T, offset, self.max_len, "RotaryEmbedding")
+        cos, sin = self.cos, self.sin
+        if xp_of(cos) is not x.xp:  # used standalone on another device: move the tables once
+            self.to(device_of(x.data))
+            cos, sin = self.cos, self.sin
+        cos = cos[offset:offset + T].astype(x.dtype, copy=False)  # (T, hs/2)
+        sin = sin[offset:offset + T].astype(x.dtype, copy=False)
+        return _Rotate.apply(x, cos=cos, sin=sin)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.apply(x, offset)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_len={self.max_len}, base={self.base:g}"
+
