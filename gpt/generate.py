@@ -319,12 +319,13 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
 
 
 def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: int, stop=None,
-                **kwargs) -> Iterator[str]:
+                stats: dict | None = None, **kwargs) -> Iterator[str]:
     """Yield the generated text of one prompt piece by piece as tokens arrive.
 
     Text that could still turn into a stop string, or that ends in an incomplete UTF-8
     character, is held back until the next token decides it; the text ends right before a
     stop string. kwargs: the sampling arguments of `stream` (temperature, top_k, seed, ...).
+    `stats`, when given, receives "tokens" (generated so far) and "cache_nbytes".
     """
     ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
@@ -337,6 +338,9 @@ def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: i
         if out[0] == PAD:
             continue
         tokens.append(int(out[0]))
+        if stats is not None:
+            stats["tokens"] = len(tokens)
+            stats["cache_nbytes"] = state["decoder"].cache_nbytes
         st = state["stops"][0]
         if st.done:
             break

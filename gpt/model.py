@@ -110,6 +110,20 @@ class GPT(nn.Module):
 
         return report(self.config, dtype or self.dtype, built_params=self.num_params())
 
+    def generate(self, idx: Any, max_new_tokens: int, **kwargs):
+        """Prompt + generated ids (int64 numpy); a thin wrapper of gpt.generate.generate, whose
+        docstring lists the options (temperature, top_k, top_p, repetition_penalty, stop,
+        use_cache, seed, num_samples, num_beams, tokenizer)."""
+        from gpt.generate import generate
+
+        return generate(self, idx, max_new_tokens, **kwargs)
+
+    def stream(self, idx: Any, max_new_tokens: int, **kwargs):
+        """Yield the new token of each row (int64 (N,)) step by step; see gpt.generate.stream."""
+        from gpt.generate import stream
+
+        return stream(self, idx, max_new_tokens, **kwargs)
+
     # ---- input checks --------------------------------------------------------------------
     def _as_ids(self, ids: Any, what: str):
         """An integer backend array on the model's device (no copy when already there)."""

@@ -1,0 +1,285 @@
+"""The generation loop: cached decoding equals uncached decoding, and the sampler's promises hold.
+
+Models are tiny and randomly initialised with a large init_std, so that their greedy outputs
+vary from token to token (a near-uniform model would repeat one token and prove little).
+"""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import autograd
+from gpt import sample as S
+from gpt.config import GPTConfig
+from gpt.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
+                          window_start)
+from gpt.model import GPT
+
+POSITIONS = ("learned", "sinusoidal", "rope")
+_MODELS: dict = {}
+
+
+def tiny(pos="learned", block_size=16, vocab=48, seed=0, **kw):
+    key = (pos, block_size, vocab, seed, tuple(sorted(kw.items())))
+    if key not in _MODELS:
+        autograd.manual_seed(seed)
+        cfg = GPTConfig(vocab_size=vocab, block_size=block_size, n_layer=2, n_head=2, n_embd=16,
+                        pos=pos, init_std=0.3, **kw)
+        _MODELS[key] = GPT(cfg)
+    return _MODELS[key]
+
+
+def uncached_last_logits(model, window):
+    with autograd.no_grad():
+        logits, _ = model(np.asarray(window)[None, :] if np.ndim(window) == 1 else np.asarray(window))
+    return logits.numpy()[:, -1, :]
+
+
+# ---- the cache is exact ---------------------------------------------------------------------------
+VARIANTS = [dict(pos=p) for p in POSITIONS] + [
+    dict(pos="rope", norm="rmsnorm", mlp="swiglu", bias=False, tie_weights=False),
+    dict(pos="learned", prenorm=False),
+    dict(pos="sinusoidal", mlp="moe"),
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()))
+@pytest.mark.parametrize("prompt_len", [1, 5, 16])
+def test_each_cached_step_equals_the_uncached_forward_on_the_whole_window(variant, prompt_len):
+    model = tiny(**variant)
+    rng = np.random.default_rng(prompt_len)
+    prompt = rng.integers(0, 48, size=(2, prompt_len))
+    future = rng.integers(0, 48, size=(2, 30))  # teacher-forced, past block_size=16
+    dec = Decoder(model, 2, prompt_len + 30, use_cache=True)
+    with autograd.no_grad():
+        got = dec.prefill(prompt)
+        np.testing.assert_allclose(got, uncached_last_logits(model, dec.tokens[:, dec.s:dec.n]), atol=1e-4)
+        for t in range(30):
+            got = dec.step(future[:, t])
+            want = uncached_last_logits(model, dec.tokens[:, dec.s:dec.n])
+            np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=f"step {t}, window {dec.s}:{dec.n}")
+    assert dec.n == prompt_len + 30 and dec.n - dec.s <= 16
+    # one prefill, then one re-prefill each time the window fills (not one per token)
+    assert dec.prefills < 1 + 30 // 4 + 1
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+@pytest.mark.parametrize("prompt_len", [1, 4, 11])
+def test_greedy_tokens_are_identical_with_and_without_cache_past_block_size(pos, prompt_len):
+    model = tiny(pos)
+    prompt = np.arange(prompt_len)[None, :] % 48
+    cached = generate(model, prompt, 40, temperature=0, use_cache=True)
+    uncached = generate(model, prompt, 40, temperature=0, use_cache=False)
+    np.testing.assert_array_equal(cached, uncached)
+    assert cached.shape == (1, prompt_len + 40)
+
+
+def test_nanogpt_crop_every_step_policy_also_matches():
+    model = tiny("learned")
+    a = generate(model, [[3, 1, 4]], 30, temperature=0, window_keep=16)
+    b = generate(model, [[3, 1, 4]], 30, temperature=0, window_keep=16, use_cache=False)
+    np.testing.assert_array_equal(a, b)
+
+
+@given(st.integers(1, 40), st.integers(1, 200))
+def test_window_start_matches_dropping_tokens_one_at_a_time(block_size, n):
+    keep = max(1, 3 * block_size // 4)
+    s = 0
+    for m in range(1, n + 1):
+        if m - s > block_size:
+            s = m - keep
+    assert window_start(n, block_size, keep) == s
+
+
+def test_cache_is_preallocated_and_its_size_is_reported():
+    model = tiny("learned")
+    cfg = model.config
+    dec = Decoder(model, 3, 40, use_cache=True)
+    buffers = [id(c.k) for c in dec.caches]
+    with autograd.no_grad():
+        dec.prefill(np.ones((3, 4), np.int64))
+        for _ in range(20):  # includes a re-prefill
+            dec.step(np.zeros(3, np.int64))
+    assert [id(c.k) for c in dec.caches] == buffers
+    assert kv_cache_numbers_per_token(cfg) == 2 * cfg.n_layer * cfg.n_embd
+    assert dec.cache_nbytes == 3 * cfg.block_size * kv_cache_numbers_per_token(cfg) * 4  # float32
+
+
+# ---- sampling ---------------------------------------------------------------------------------------
+def test_same_seed_same_samples_and_seeds_differ():
+    model = tiny("rope")
+    a = generate(model, [[1, 2]], 20, temperature=1.0, top_k=20, top_p=0.95, seed=5, num_samples=3)
+    b = generate(model, [[1, 2]], 20, temperature=1.0, top_k=20, top_p=0.95, seed=5, num_samples=3)
+    c = generate(model, [[1, 2]], 20, temperature=1.0, top_k=20, top_p=0.95, seed=6, num_samples=3)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (3, 22) and not np.array_equal(a, c)
+    assert len({tuple(r) for r in a.tolist()}) > 1  # the samples of one prompt differ
+
+
+def test_sampling_with_and_without_cache_draws_the_same_tokens():
+    model = tiny("sinusoidal")
+    a = generate(model, [[7, 7, 1]], 25, temperature=0.9, seed=3, use_cache=True)
+    b = generate(model, [[7, 7, 1]], 25, temperature=0.9, seed=3, use_cache=False)
+    np.testing.assert_array_equal(a, b)
+    assert len(set(a[0, 3:].tolist())) > 5  # diverse tokens, through two window re-prefills
+
+
+def test_top_k_one_equals_greedy():
+    model = tiny("learned")
+    greedy = generate(model, [[5, 9]], 20, temperature=0)
+    for seed in range(3):
+        np.testing.assert_array_equal(generate(model, [[5, 9]], 20, temperature=1.3, top_k=1, seed=seed), greedy)
+
+
+def test_repetition_penalty_is_applied_to_the_whole_context():
+    model = tiny("learned")
+    prompt = [4, 4, 8]
+    got = generate(model, [prompt], 12, temperature=0, repetition_penalty=1.8)
+    seq = list(prompt)
+    for _ in range(12):
+        logits = S.apply_repetition_penalty(uncached_last_logits(model, seq), [seq], 1.8)
+        seq.append(int(np.argmax(logits)))
+    assert got[0].tolist() == seq
+    assert not np.array_equal(got, generate(model, [prompt], 12, temperature=0))
+
+
+# ---- batches ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_batched_prompts_of_different_lengths_equal_each_prompt_alone(use_cache):
+    model = tiny("learned")
+    prompts = [[1], [2, 3, 4, 5, 6, 7, 8], [9, 10, 11], list(range(20, 34))]
+    batched = generate(model, prompts, 24, temperature=0, use_cache=use_cache)
+    assert isinstance(batched, list)
+    for p, row in zip(prompts, batched):
+        alone = generate(model, [p], 24, temperature=0, use_cache=use_cache)[0]
+        assert row.tolist() == alone.tolist()
+        assert len(row) == len(p) + 24
+
+
+def test_stream_yields_one_token_per_row_per_step():
+    model = tiny("rope")
+    steps = list(stream(model, [[1, 2, 3], [4]], 5, temperature=0))
+    new = np.stack(steps, axis=1)  # (2, steps)
+    # the short prompt starts generating at once; the long one after forcing two prompt tokens
+    assert (new[1] != PAD).sum() == 5 and (new[0] != PAD).sum() == 5
+    assert new[0, :2].tolist() == [PAD, PAD]
+    full = generate(model, [[1, 2, 3], [4]], 5, temperature=0)
+    assert full[0][3:].tolist() == new[0][new[0] != PAD].tolist()
+
+
+# ---- beams -------------------------------------------------------------------------------------------
+def seq_logprob(model, prompt, new):
+    seq, total = list(prompt), 0.0
+    for t in new:
+        total += S.log_softmax(uncached_last_logits(model, seq))[0, t]
+        seq.append(int(t))
+    return total
+
+
+def test_one_beam_equals_greedy():
+    model = tiny("rope")
+    np.testing.assert_array_equal(generate(model, [[3, 3, 7]], 15, num_beams=1, temperature=0),
+                                  generate(model, [[3, 3, 7]], 15, temperature=0))
+    from gpt.generate import beam_generate
+    np.testing.assert_array_equal(beam_generate(model, np.array([3, 3, 7]), 15, 1)[0],
+                                  generate(model, [[3, 3, 7]], 15, temperature=0)[0])
+
+
+@pytest.mark.parametrize("pos", ["learned", "rope"])
+def test_beam_search_with_cache_equals_without_and_beats_greedy(pos):
+    model = tiny(pos)
+    prompt = [6, 2]
+    cached = generate(model, [prompt], 8, num_beams=4, length_penalty=0.0, num_samples=2)
+    uncached = generate(model, [prompt], 8, num_beams=4, length_penalty=0.0, num_samples=2, use_cache=False)
+    np.testing.assert_array_equal(cached, uncached)
+    greedy = generate(model, [prompt], 8, temperature=0)[0]
+    best = seq_logprob(model, prompt, cached[0, 2:])
+    assert best >= seq_logprob(model, prompt, greedy[2:]) - 1e-6
+    assert best >= seq_logprob(model, prompt, cached[1, 2:]) - 1e-6
+
+
+# ---- stopping ---------------------------------------------------------------------------------------
+class LetterTokenizer:
+    """Token i decodes to a short piece; some pieces span two letters so strings cross tokens."""
+
+    def __init__(self, vocab=48):
+        letters = "abcdefghij"
+        self.pieces = [letters[i % 10] if i < 30 else letters[i % 10] + letters[(i + 3) % 10] for i in range(vocab)]
+
+    def decode(self, ids):
+        return "".join(self.pieces[i] for i in ids)
+
+    def encode(self, text):
+        return [self.pieces.index(c) for c in text]
+
+
+def test_stop_strings_end_generation_on_the_completing_token():
+    model, tok = tiny("learned"), LetterTokenizer()
+    prompt = [1, 2]
+    free = generate(model, [prompt], 30, temperature=0)[0, 2:].tolist()
+    text = tok.decode(free)
+    # a stop string that spans the boundary between the 4th and 5th generated tokens
+    cut = len(tok.decode(free[:4]))
+    stop = text[cut - 1:cut + 1]
+    first = text.find(stop)
+    out = generate(model, [prompt], 30, temperature=0, stop=[stop], tokenizer=tok)[0, 2:].tolist()
+    # generation stops at the first token whose text completes the stop string
+    n = next(i for i in range(1, 31) if stop in tok.decode(free[:i]))
+    assert out == free[:n] and n <= 5
+    pieces = list(stream_text(model, tok, prompt, 30, stop=[stop], temperature=0))
+    assert "".join(pieces) == text[:first]
+    assert all(stop not in p for p in pieces)
+
+
+def test_stop_ids_end_each_row_and_pad_the_rest():
+    model = tiny("learned")
+    free = generate(model, [[1, 2], [3, 4]], 20, temperature=0)
+    stop_id = int(free[0, 5])
+    out = generate(model, [[1, 2], [3, 4]], 20, temperature=0, stop=[stop_id])
+    row0 = out[0].tolist()
+    end = row0.index(stop_id, 2) + 1
+    assert row0[:end] == free[0, :end].tolist() and set(row0[end:]) <= {PAD}
+
+
+def test_stream_text_streams_whole_text_without_stop():
+    model, tok = tiny("rope"), LetterTokenizer()
+    pieces = list(stream_text(model, tok, "ab", 12, temperature=0))
+    full = generate(model, [tok.encode("ab")], 12, temperature=0)[0, 2:].tolist()
+    assert "".join(pieces) == tok.decode(full) and len(pieces) > 1
+
+
+# ---- the model's own methods and bad input ------------------------------------------------------------
+def test_model_generate_and_stream_methods():
+    model = tiny("learned")
+    np.testing.assert_array_equal(model.generate(np.array([[1, 2]]), 6, temperature=0),
+                                  generate(model, [[1, 2]], 6, temperature=0))
+    assert len(list(model.stream(np.array([1, 2]), 6, temperature=0))) == 6
+    assert model.training  # generation restores the training flag
+
+
+@pytest.mark.parametrize("idx, kwargs, match", [
+    ([[]], {}, "non-empty"),
+    ([[1, 99]], {}, "outside the vocabulary"),
+    ([[1.5]], {}, "integer"),
+    ([[1]], {"temperature": -1.0}, "temperature"),
+    ([[1]], {"top_p": 2.0}, "top_p"),
+    ([[1]], {"stop": ["x"]}, "tokenizer"),
+    ([[1]], {"window_keep": 0}, "window_keep"),
+])
+def test_bad_input_gives_a_clear_error(idx, kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        generate(tiny("learned"), idx, 3, **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not autograd.cuda_available(), reason="needs CuPy and an NVIDIA GPU")
+def test_greedy_on_the_gpu_equals_the_cpu():
+    model = tiny("rope", seed=1)
+    cpu = generate(model, [[1, 2, 3]], 30, temperature=0)
+    model.to("cuda")
+    try:
+        gpu = generate(model, [[1, 2, 3]], 30, temperature=0)
+        gpu_nocache = generate(model, [[1, 2, 3]], 30, temperature=0, use_cache=False)
+    finally:
+        model.to("cpu")
+    np.testing.assert_array_equal(cpu, gpu)
+    np.testing.assert_array_equal(gpu, gpu_nocache)
