@@ -1,0 +1,163 @@
+"""MultiHeadAttention and KVCache: reference values, gradients, symmetry, positions, caching."""
+import math
+import itertools
+
+import numpy as np
+import pytest
+
+import autograd
+import nn
+from autograd import Tensor, no_grad
+from tests.nn.gradcheck_util import check_gradients, f64
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    autograd.manual_seed(0)
+
+
+def attention_reference(mha, x, causal, rope=None):
+    """Per-head loops in NumPy: qkv, split, (rope), softmax(q k^T / sqrt(hs)), merge, project."""
+    B, T, C = x.shape
+    H, hs = mha.n_head, C // mha.n_head
+    qkv = x @ mha.c_attn.weight.data + (mha.c_attn.bias.data if mha.c_attn.bias is not None else 0)
+    q, k, v = qkv[..., :C], qkv[..., C:2 * C], qkv[..., 2 * C:]
+    out = np.zeros((B, T, C))
+    for b, h in itertools.product(range(B), range(H)):
+        qh, kh, vh = (a[b, :, h * hs:(h + 1) * hs] for a in (q, k, v))
+        if rope is not None:
+            qh, kh = (rope.apply(Tensor(a[None, None])).data[0, 0] for a in (qh, kh))
+        s = qh @ kh.T / math.sqrt(hs)
+        if causal:
+            s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        out[b, :, h * hs:(h + 1) * hs] = p @ vh
+    return out @ mha.c_proj.weight.data + (mha.c_proj.bias.data if mha.c_proj.bias is not None else 0)
+
+
+@pytest.mark.parametrize("causal,use_rope,bias", [(True, False, True), (False, False, False), (True, True, True)])
+def test_attention_matches_a_per_head_reference(causal, use_rope, bias):
+    rope = nn.RotaryEmbedding(4, 16) if use_rope else None
+    mha = nn.MultiHeadAttention(8, 2, bias=bias, causal=causal, rope=rope).double()
+    x = f64(2, 5, 8)
+    np.testing.assert_allclose(mha(x).data, attention_reference(mha, x.data, causal, rope), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal,use_rope,bias", [(True, False, True), (False, True, False)])
+def test_attention_gradients_for_parameters_and_input(causal, use_rope, bias):
+    rope = nn.RotaryEmbedding(2, 8) if use_rope else None
+    mha = nn.MultiHeadAttention(4, 2, bias=bias, causal=causal, rope=rope).double()
+    x = f64(2, 3, 4)
+    check_gradients(lambda: mha(x), list(mha.parameters()) + [x], max_elems=6)
+
+
+def test_parameter_names_and_shapes_are_gpt2s():
+    mha = nn.MultiHeadAttention(12, 3)
+    shapes = {n: p.shape for n, p in mha.named_parameters()}
+    assert shapes == {"c_attn.weight": (12, 36), "c_attn.bias": (36,), "c_proj.weight": (12, 12), "c_proj.bias": (12,)}
+    with pytest.raises(ValueError, match="n_embd=10 must be divisible by n_head=3"):
+        nn.MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="rope.head_dim=8 must equal n_embd / n_head = 4"):
+        nn.MultiHeadAttention(12, 3, rope=nn.RotaryEmbedding(8, 4))
+    with pytest.raises(ValueError, match=r"expected x \(B, T, 12\)"):
+        mha(Tensor(np.ones((2, 12), np.float32)))
+
+
+def test_bidirectional_attention_without_positions_is_permutation_equivariant():
+    mha = nn.MultiHeadAttention(8, 2, causal=False).double()
+    x = f64(2, 6, 8)
+    y = mha(x).data
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        perm = rng.permutation(6)
+        np.testing.assert_allclose(mha(x[:, perm]).data, y[:, perm], rtol=1e-10, atol=1e-12)
+
+
+def sentence_outputs(mha, emb, ids, positions=None):
+    x = emb(np.array([ids]))
+    if positions is not None:
+        x = x + positions(len(ids))
+    return mha(x).data[0]
+
+
+@pytest.mark.parametrize("pos", ["none", "sinusoidal", "rope"])
+def test_dog_bites_man_is_man_bites_dog_only_without_positions(pos):
+    dog, bites, man = 0, 1, 2
+    emb = nn.Embedding(3, 8).double()
+    rope = nn.RotaryEmbedding(4, 8) if pos == "rope" else None
+    mha = nn.MultiHeadAttention(8, 2, causal=False, rope=rope).double()
+    add = nn.SinusoidalPositions(8, 8).double() if pos == "sinusoidal" else None
+    a = sentence_outputs(mha, emb, [dog, bites, man], add)
+    b = sentence_outputs(mha, emb, [man, bites, dog], add)
+    # what the model says about "dog" (and the whole sentence, pooled) in each sentence
+    same_dog = np.allclose(a[0], b[2], rtol=1e-10, atol=1e-12)
+    same_pooled = np.allclose(a.mean(0), b.mean(0), rtol=1e-10, atol=1e-12)
+    if pos == "none":
+        assert same_dog and same_pooled
+    else:
+        assert not same_dog and not same_pooled
+        assert np.abs(a[0] - b[2]).max() > 1e-4
+
+
+def test_causal_attention_ignores_the_future():
+    mha = nn.MultiHeadAttention(8, 2).double()
+    x = f64(1, 5, 8)
+    y = mha(x).data
+    x2 = Tensor(x.data.copy())
+    x2.data[:, 3:] += 10.0
+    np.testing.assert_allclose(mha(x2).data[:, :3], y[:, :3], rtol=1e-12)
+
+
+@pytest.mark.parametrize("use_rope", [False, True])
+def test_kv_cached_attention_equals_full_attention(use_rope):
+    rope = nn.RotaryEmbedding(4, 32) if use_rope else None
+    mha = nn.MultiHeadAttention(8, 2, rope=rope).double().eval()
+    x = f64(2, 9, 8)
+    with no_grad():
+        full = mha(x).data
+        cache = nn.KVCache(2, 2, 16, 4, dtype=np.float64)
+        pieces = [mha(x[:, :4], kv_cache=cache)]          # prefill 4 positions
+        pieces.append(mha(x[:, 4:6], kv_cache=cache))     # a chunk of 2
+        for t in range(6, 9):                             # then one token at a time
+            pieces.append(mha(x[:, t:t + 1], kv_cache=cache, pos_offset=t))
+    assert cache.length == 9
+    np.testing.assert_allclose(np.concatenate([p.data for p in pieces], axis=1), full, rtol=1e-10, atol=1e-12)
+
+
+def test_kv_cache_writes_in_place_and_returns_views():
+    cache = nn.KVCache(1, 2, 5, 3)
+    k_buf, v_buf = cache.k, cache.v
+    assert cache.nbytes == 2 * 1 * 2 * 5 * 3 * 4 and cache.length == 0
+    k1 = np.ones((1, 2, 2, 3), np.float32)
+    k_all, v_all = cache.append(Tensor(k1), Tensor(2 * k1))
+    assert k_all.shape == (1, 2, 2, 3) and np.shares_memory(k_all.data, k_buf)
+    k_all, v_all = cache.append(3 * k1[:, :, :1], 4 * k1[:, :, :1])
+    assert cache.k is k_buf and cache.v is v_buf and cache.length == 3
+    np.testing.assert_array_equal(k_all.data[0, 0, :, 0], [1, 1, 3])
+    np.testing.assert_array_equal(v_all.data[0, 1, :, 0], [2, 2, 4])
+    with pytest.raises(ValueError, match="3 cached \\+ 3 new positions exceed max_len=5"):
+        cache.append(np.ones((1, 2, 3, 3)), np.ones((1, 2, 3, 3)))
+    with pytest.raises(ValueError, match=r"k must be \(batch=1, n_head=2, t, head_dim=3\)"):
+        cache.append(np.ones((1, 3, 1, 3)), np.ones((1, 3, 1, 3)))
+    cache.reset()
+    assert cache.length == 0 and cache.append(k1, k1)[0].shape[2] == 2
+    assert "length=2/5" in repr(cache)
+
+
+def test_pos_offset_must_agree_with_the_cache():
+    mha = nn.MultiHeadAttention(8, 2)
+    cache = nn.KVCache(1, 2, 8, 4)
+    with no_grad():
+        mha(Tensor(np.ones((1, 2, 8), np.float32)), kv_cache=cache)
+        with pytest.raises(ValueError, match="pos_offset=5 but the KV cache holds 2 positions"):
+            mha(Tensor(np.ones((1, 1, 8), np.float32)), kv_cache=cache, pos_offset=5)
+
+
+def test_attention_dropout_acts_in_training_only():
+    mha = nn.MultiHeadAttention(8, 2, dropout=0.5)
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 6, 8)).astype(np.float32))
+    a, b = mha(x).data, mha(x).data
+    assert not np.allclose(a, b)
+    mha.eval()
+    np.testing.assert_array_equal(mha(x).data, mha(x).data)

@@ -1,0 +1,139 @@
+"""Learned, sinusoidal and rotary positions: formulas, distance properties, offsets, gradients."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import autograd
+import nn
+from autograd import Tensor
+from tests.nn.gradcheck_util import check_gradients, f64
+
+
+def test_sinusoidal_table_follows_the_2017_formula():
+    t = nn.sinusoidal_table(50, 8, dtype=np.float64)
+    assert t.shape == (50, 8) and t.dtype == np.float64
+    pos, i = 7, 2
+    angle = pos / 10000 ** (2 * i / 8)
+    assert t[pos, 2 * i] == pytest.approx(math.sin(angle)) and t[pos, 2 * i + 1] == pytest.approx(math.cos(angle))
+    np.testing.assert_allclose(nn.sinusoidal_table(5, 8, offset=7, dtype=np.float64), t[7:12])
+    assert nn.sinusoidal_table(4, 5).shape == (4, 5)  # odd widths work too
+    assert nn.sinusoidal_table(3, 4).dtype == np.float32
+
+
+def test_sinusoidal_vectors_are_distinct_and_their_dot_product_falls_with_distance():
+    t = nn.sinusoidal_table(1024, 64, dtype=np.float64)
+    sq = (t ** 2).sum(-1)
+    dist2 = sq[:, None] + sq[None, :] - 2 * t @ t.T  # squared distances between positions
+    assert dist2[~np.eye(1024, dtype=bool)].min() > 1e-3  # every position has its own vector
+    # the dot product depends on the distance only ...
+    d_from_100, d_from_600 = t[100] @ t[100:400].T, t[600] @ t[600:900].T
+    np.testing.assert_allclose(d_from_100, d_from_600, atol=1e-9)
+    # ... is largest at distance 0, falls strictly over the first few steps, and falls on average
+    assert d_from_100[0] == pytest.approx(32.0) and (d_from_100[1:] < 32.0 - 1e-6).all()
+    assert all(a > b for a, b in zip(d_from_100[:6], d_from_100[1:6]))
+    bands = [(1, 8), (8, 64), (64, 300)]
+    means = [d_from_100[lo:hi].mean() for lo, hi in bands]
+    assert means[0] > means[1] > means[2]
+
+
+def test_sinusoidal_positions_module_has_no_parameters_and_honours_offsets():
+    pe = nn.SinusoidalPositions(16, 8)
+    assert pe.num_params() == 0 and pe.state_dict() == {}
+    np.testing.assert_array_equal(pe(4, offset=3).data, nn.sinusoidal_table(16, 8)[3:7])
+    np.testing.assert_array_equal(pe(np.array([[0, 5]])).data, nn.sinusoidal_table(16, 8)[[[0, 5]]])
+    with pytest.raises(ValueError, match="positions 14..17 exceed the table's 16 positions"):
+        pe(4, offset=14)
+
+
+def test_learned_positions_rows_and_gradients():
+    autograd.manual_seed(0)
+    wpe = nn.LearnedPositions(10, 4)
+    assert [n for n, _ in wpe.named_parameters()] == ["weight"] and wpe.weight.shape == (10, 4)
+    assert abs(wpe.weight.data.std() - 0.02) < 0.01
+    np.testing.assert_array_equal(wpe(3, offset=2).data, wpe.weight.data[2:5])
+    np.testing.assert_array_equal(wpe(np.array([9, 0])).data, wpe.weight.data[[9, 0]])
+    wpe.double()
+    check_gradients(lambda: wpe(3, offset=2), [wpe.weight], max_elems=40)
+    wpe.weight.grad = None
+    wpe(3, offset=2).backward(np.ones((3, 4)))
+    assert not wpe.weight.grad[:2].any() and not wpe.weight.grad[5:].any()
+    with pytest.raises(ValueError, match="exceed"):
+        wpe(11)
+
+
+def rope_reference(x, offset, base=10000.0):
+    """RoPE written out per pair, half-split layout."""
+    *_, T, hs = x.shape
+    half = hs // 2
+    out = np.empty_like(x)
+    for t in range(T):
+        for i in range(half):
+            theta = (offset + t) * base ** (-2 * i / hs)
+            a, b = x[..., t, i], x[..., t, i + half]
+            out[..., t, i] = a * math.cos(theta) - b * math.sin(theta)
+            out[..., t, i + half] = a * math.sin(theta) + b * math.cos(theta)
+    return out
+
+
+def test_rope_matches_the_pairwise_rotation_and_keeps_norms():
+    rope = nn.RotaryEmbedding(8, 32)
+    x = f64(2, 3, 5, 8)
+    y = rope.apply(x, offset=4).data
+    np.testing.assert_allclose(y, rope_reference(x.data, 4), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x.data, axis=-1), rtol=1e-12)
+    np.testing.assert_array_equal(rope.apply(x[:, :, :1], offset=0).data, x.data[:, :, :1])  # position 0: identity
+    assert rope.num_params() == 0 and rope.state_dict() == {}
+
+
+def test_rope_offset_equals_slicing_the_full_sequence():
+    rope = nn.RotaryEmbedding(4, 16)
+    x = f64(1, 2, 6, 4)
+    full = rope.apply(x).data
+    for t in range(6):
+        np.testing.assert_allclose(rope.apply(x[:, :, t:t + 1], offset=t).data, full[:, :, t:t + 1], rtol=1e-13)
+    with pytest.raises(ValueError, match="exceed the table's 16 positions"):
+        rope.apply(x, offset=11)
+
+
+@given(hs=st.sampled_from([2, 4, 8, 16]), m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(0, 60),
+       seed=st.integers(0, 2 ** 16))
+def test_rope_dot_product_depends_only_on_the_position_difference(hs, m, n, shift, seed):
+    rope = nn.RotaryEmbedding(hs, 128)
+    rng = np.random.default_rng(seed)
+    q = Tensor(rng.standard_normal((1, 1, 1, hs)))
+    k = Tensor(rng.standard_normal((1, 1, 1, hs)))
+
+    def score(a, b):
+        return float((rope.apply(q, offset=a).data * rope.apply(k, offset=b).data).sum())
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), rel=1e-9, abs=1e-9)
+
+
+def test_rope_gradients_and_fused_equals_composed_primitives():
+    rope = nn.RotaryEmbedding(6, 20)
+    x = f64(2, 2, 4, 6)
+    check_gradients(lambda: rope.apply(x, offset=3), [x], max_elems=20)
+
+    x.grad = None
+    cos = Tensor(rope.cos[3:7])
+    sin = Tensor(rope.sin[3:7])
+    x1, x2 = x[..., :3], x[..., 3:]
+    composed = autograd.concat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+    g = np.random.default_rng(1).standard_normal(x.shape)
+    composed.backward(g)
+    grad_composed, x.grad = x.grad.copy(), None
+    fused = rope.apply(x, offset=3)
+    fused.backward(g)
+    np.testing.assert_allclose(fused.data, composed.data, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(x.grad, grad_composed, rtol=1e-13, atol=1e-15)
+
+
+def test_rope_keeps_float32_and_rejects_bad_sizes():
+    rope = nn.RotaryEmbedding(4, 8)
+    assert rope.apply(Tensor(np.ones((1, 1, 2, 4), np.float32))).dtype == np.float32
+    with pytest.raises(ValueError, match="even head_dim"):
+        nn.RotaryEmbedding(5, 8)
+    with pytest.raises(ValueError, match=r"expected x \(\.\.\., T, 4\)"):
+        rope.apply(Tensor(np.ones((1, 1, 2, 6))))
