@@ -14,7 +14,9 @@ from autograd.function import Function
 def _check_axis(axis: int, ndim: int, op: str) -> int:
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
+    if ndim == 0:
+        raise ValueError(f"{op}: expected a tensor with at least one dimension, got a scalar")
+    if not -ndim <= axis < ndim:
         raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions")
     return axis
 
