@@ -96,8 +96,9 @@ def test_loss_at_init_is_close_to_ln_vocab():
 @pytest.mark.parametrize(
     "variant",
     [dict(), dict(pos="sinusoidal", norm="rmsnorm", mlp="swiglu", bias=False, tie_weights=False),
-     dict(pos="rope", prenorm=False), dict(pos="rope", norm="rmsnorm", mlp="swiglu", residual=False)],
-    ids=["gpt2", "sin-rms-swiglu-untied", "rope-postnorm", "rope-rms-swiglu-noresid"],
+     dict(pos="rope", prenorm=False), dict(pos="rope", norm="rmsnorm", mlp="swiglu", residual=False),
+     dict(pos="sinusoidal", prenorm=False, residual=False, bias=False)],
+    ids=["gpt2", "sin-rms-swiglu-untied", "rope-postnorm", "rope-rms-swiglu-noresid", "sin-postnorm-noresid"],
 )
 def test_whole_model_matches_the_numpy_reference_in_logits_loss_and_every_gradient(variant):
     """llm.c's test: logits and loss equal an independent NumPy forward; every parameter's
@@ -264,6 +265,22 @@ def test_forward_accepts_int_tensors_lists_and_int32():
     ref = model(idx, tgt)[1].item()
     assert model(Tensor(idx), Tensor(tgt))[1].item() == ref
     assert model(idx.tolist(), tgt.astype(np.int32))[1].item() == ref
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not autograd.cuda_available(), reason="needs CuPy and an NVIDIA GPU")
+@pytest.mark.parametrize("pos", POS)
+def test_model_on_the_gpu_matches_the_cpu(pos):
+    cfg = small_cfg(pos=pos, mlp="swiglu")
+    cpu = build(cfg, spread=0.3)
+    gpu = build(cfg, spread=0.3).to("cuda")
+    idx, tgt = batch(cfg, T=6)
+    (lc, c), (lg, g) = cpu(idx, tgt), gpu(idx, tgt)
+    c.backward()
+    g.backward()
+    np.testing.assert_allclose(lg.numpy(), lc.numpy(), rtol=1e-9, atol=1e-12)
+    for (name, pc), (_, pg) in zip(cpu.named_parameters(), gpu.named_parameters()):
+        np.testing.assert_allclose(pg.grad.get(), pc.grad, rtol=1e-8, atol=1e-12, err_msg=name)
 
 
 # ---- errors ---------------------------------------------------------------------------------
