@@ -1,0 +1,148 @@
+"""Run checkpoints: model weights, optimizer state and everything a resume needs, in one file.
+
+The file is our safetensors layout (nn.checkpoint): tensors
+    model/<parameter name>          the model's state_dict (GPT-2 names)
+    optim.state.<index>.<name>      the optimizer's moment arrays (nn.checkpoint's layout)
+and string metadata, each value a JSON document:
+    format        "fromscratch-gpt/checkpoint/v1"
+    step          optimizer steps taken
+    config        the GPTConfig as a dict
+    optimizer     the optimizer's numbers and parameter groups
+    train_args    the training settings, rng (the dropout generator), loader (the data
+                  generator), best_val_loss, tokenizer (the tokenizer file's text) ...
+so a checkpoint alone is enough to sample from or to resume, and nothing is unpickled.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = "fromscratch-gpt/checkpoint/v1"
+CHECKPOINT_NAMES = ("best.safetensors", "latest.safetensors")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is missing, corrupt, or not one of ours."""
+
+
+@dataclass
+class Checkpoint:
+    model_state: dict[str, np.ndarray]
+    optimizer_state: Any
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def step(self) -> int:
+        return int(self.meta.get("step", 0))
+
+
+# ---- save / load ------------------------------------------------------------------------------
+def save_checkpoint(path: str | os.PathLike, model_state: dict[str, Any], optimizer_state: Any,
+                    meta: dict[str, Any]) -> None:
+    """Write one checkpoint atomically. `meta` values must be JSON-able (step, config, ...)."""
+    from nn.checkpoint import flatten_optimizer_state, save_safetensors
+
+    tensors: dict[str, Any] = {f"model/{name}": arr for name, arr in model_state.items()}
+    metadata = {"format": FORMAT}
+    if optimizer_state is not None:
+        optim_tensors, metadata["optimizer"] = flatten_optimizer_state(optimizer_state, prefix="optim")
+        tensors.update(optim_tensors)
+    for k, v in meta.items():
+        metadata[k] = json.dumps(v)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_safetensors(str(path), tensors, metadata)
+
+
+def find_checkpoint(path_or_run_dir: str | os.PathLike, prefer: tuple[str, ...] = CHECKPOINT_NAMES) -> Path:
+    """A checkpoint file itself, or in a run folder the first of `prefer` that exists."""
+    p = Path(path_or_run_dir)
+    if p.is_dir():
+        for name in prefer:
+            if (p / name).is_file():
+                return p / name
+        raise CheckpointError(f"run folder {str(p)!r} holds no checkpoint ({', '.join(prefer)})")
+    if not p.exists():
+        raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
+    return p
+
+
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint`; arrays land on `device`.
+
+    Raises CheckpointError naming the file for a truncated, corrupt or foreign file."""
+    from nn.checkpoint import load_safetensors
+
+    path = find_checkpoint(path)
+    try:
+        tensors, metadata = load_safetensors(str(path), device=device)
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, KeyError, TypeError, UnicodeDecodeError, OverflowError) as exc:
+        raise CheckpointError(f"cannot read checkpoint {str(path)!r}: {exc}") from None
+    metadata = metadata or {}
+    if metadata.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{str(path)!r} is a safetensors file but not a gpt run checkpoint "
+            f"(metadata format {metadata.get('format')!r}, expected {FORMAT!r})")
+    from nn.checkpoint import unflatten_optimizer_state
+
+    meta: dict[str, Any] = {}
+    try:
+        for k, v in metadata.items():
+            if k not in ("format", "optimizer"):
+                meta[k] = json.loads(v)
+        optimizer_state = None
+        if "optimizer" in metadata:
+            optimizer_state = unflatten_optimizer_state(tensors, metadata["optimizer"], prefix="optim")
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r} has corrupt metadata: {exc}") from None
+    model_state = {k[6:]: v for k, v in tensors.items() if k.startswith("model/")}
+    if not model_state:
+        raise CheckpointError(f"checkpoint {str(path)!r} holds no model weights")
+    meta["path"] = str(path)
+    return Checkpoint(model_state, optimizer_state, meta)
+
+
+def tokenizer_from_meta(meta: dict[str, Any]):
+    """The tokenizer stored in a checkpoint's metadata (or None when the run had none)."""
+    text = meta.get("tokenizer")
+    if not text:
+        return None
+    import tempfile
+
+    from gpt.data import load_tokenizer
+
+    # Tokenizer classes load from files; a private temp file keeps one loading path.
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return load_tokenizer(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+def load_model(path_or_run_dir: str | os.PathLike, device: str = "cpu"):
+    """(model in eval mode, tokenizer or None, meta) from a checkpoint file or a run folder
+    (its best.safetensors, else latest.safetensors)."""
+    from gpt.config import GPTConfig
+    from gpt.model import GPT
+
+    ckpt = load_checkpoint(path_or_run_dir, device="cpu")
+    if "config" not in ckpt.meta:
+        raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} has no model config")
+    cfg = GPTConfig.from_dict(ckpt.meta["config"])
+    model = GPT(cfg)
+    try:
+        model.load_state_dict(ckpt.model_state)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} does not fit its config: {exc}") from None
+    if device != "cpu":
+        model.to(device)
+    model.eval()
+    return model, tokenizer_from_meta(ckpt.meta), ckpt.meta

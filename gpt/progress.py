@@ -1,0 +1,92 @@
+"""What a training run tells the world: a live progress line and metrics as JSON lines.
+
+On a terminal the progress line is rewritten in place (carriage return); in a log file or a
+pipe every report is a line of its own. Metrics go to `metrics.jsonl` in the run folder, one
+JSON object per line: {"kind": "train", "step", "loss", "lr", ...} or {"kind": "eval", ...}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+
+class ProgressLine:
+    """Prints `update(text)` in place on a TTY, as plain lines elsewhere."""
+
+    def __init__(self, stream: IO[str] | None = None, enabled: bool = True):
+        self.stream = stream or sys.stdout
+        self.enabled = enabled
+        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._open = False
+
+    def update(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            width = shutil.get_terminal_size((100, 20)).columns - 1
+            self.stream.write("\r" + text[:width].ljust(width))
+            self._open = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def print(self, text: str) -> None:
+        """A permanent line (evaluations, messages), leaving the live line below it."""
+        if not self.enabled:
+            return
+        if self._open:
+            self.stream.write("\n")
+            self._open = False
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+class MetricsLog:
+    """Appends JSON lines to `path`; on resume, drops records past the resumed step (they
+    belong to the part of the old run that the checkpoint does not contain)."""
+
+    def __init__(self, path: str | os.PathLike, resume_step: int | None = None):
+        self.path = Path(path)
+        if resume_step is not None and self.path.is_file():
+            kept = []
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a crash
+                if int(rec.get("step", 0)) <= resume_step:
+                    kept.append(line)
+            from gpt.data import atomic_write_text
+
+            atomic_write_text(self.path, "".join(k + "\n" for k in kept))
+        elif resume_step is None and self.path.exists():
+            self.path.unlink()
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._f.write(json.dumps(record) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def format_count(x: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.1f}{unit}"
+    return f"{x:.0f}"

@@ -1,0 +1,503 @@
+"""The training loop: data in, a trained GPT and a run folder out, resumable exactly.
+
+A run folder holds
+    config.json       the settings, the model config and the data folder used
+    tokenizer.json    the tokenizer of the data
+    metrics.jsonl     one JSON object per log step and per evaluation
+    latest.safetensors, best.safetensors   checkpoints (gpt.checkpoint)
+    summary.json      written at the end
+
+Exact resume: a checkpoint taken between two optimizer steps holds the weights, the AdamW
+moments and step count, the step, the data generator's state and the dropout generator's
+state; the learning rate is a function of the step. So N steps, save, resume, N more steps
+gives the weights of 2N steps straight, bit for bit on the CPU (tests/gpt/test_train.py).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from gpt.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
+from gpt.data import atomic_write_text, load_tokenizer, open_tokens, read_meta, eot_id
+from gpt.flops import flops_per_token, measure_peak_flops
+from gpt.loader import BatchLoader, fixed_batches
+from gpt.progress import MetricsLog, ProgressLine, format_count
+from gpt.rng import get_rng_state, set_rng_state
+from gpt.train_config import FROZEN_ON_RESUME, TrainConfig
+
+RUNS_ROOT = "runs"
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradient norm became NaN or infinite."""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    step: int
+    stop_reason: str
+    train_loss: float | None
+    val_loss: float | None
+    best_val_loss: float | None
+    samples: list
+    model: Any = None
+    optimizer: Any = None
+
+
+# ---- pieces ----------------------------------------------------------------------------------
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to cfg.lr, then cosine down to cfg.min_lr at lr_decay_steps (then flat)."""
+    from nn.optim import warmup_cosine
+
+    total = max(cfg.lr_decay_steps or cfg.max_steps, cfg.warmup_steps)
+    return float(warmup_cosine(step, cfg.warmup_steps, total, cfg.lr, cfg.min_lr))
+
+
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """nanoGPT's rule: every parameter of 2 or more dimensions (matmul weights, embeddings)
+    decays; biases and norm gains (1-D) do not."""
+    decay = [p for _, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for _, p in model.named_parameters() if p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _loss_value(loss) -> float:
+    return float(loss.item())
+
+
+def evaluate(model, batches: list) -> float:
+    """Mean loss over fixed batches, in eval mode and without a graph."""
+    from autograd import no_grad
+
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            losses = [_loss_value(model(x, y)[1]) for x, y in batches]
+    finally:
+        model.train(was_training)
+    return float(np.mean(losses))
+
+
+def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
+               top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
+    """`n` continuations of `prompt` (new ids only), through model.generate when the model has
+    it, else a plain loop over the uncached forward."""
+    block = model.config.block_size if hasattr(model, "config") else None
+    if hasattr(model, "generate"):
+        idx = np.asarray([prompt] * n, dtype=np.int64)
+        out = model.generate(idx, max_new_tokens=max_new_tokens, temperature=temperature,
+                             top_k=top_k, seed=seed)
+        out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
+        return [list(map(int, row[len(prompt):])) for row in out]
+    from autograd import no_grad
+
+    rng = np.random.default_rng(seed)
+    idx = np.asarray([prompt] * n, dtype=np.int64)
+    was_training = model.training
+    model.eval()
+    with no_grad():
+        for _ in range(max_new_tokens):
+            ctx = idx if block is None else idx[:, -block:]
+            logits, _ = model(ctx)
+            logits = logits.numpy()[:, -1, :].astype(np.float64)
+            if temperature <= 0:
+                nxt = logits.argmax(axis=-1)
+            else:
+                logits = logits / temperature
+                if top_k is not None and top_k < logits.shape[-1]:
+                    kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+                    logits = np.where(logits < kth, -np.inf, logits)
+                p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+                p /= p.sum(axis=-1, keepdims=True)
+                nxt = np.array([rng.choice(p.shape[-1], p=row) for row in p])
+            idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
+    model.train(was_training)
+    return [list(map(int, row[len(prompt):])) for row in idx]
+
+
+def _new_run_dir(root: str) -> Path:
+    base = Path(root) / time.strftime("%Y%m%d-%H%M%S")
+    p, i = base, 1
+    while p.exists():
+        p, i = Path(f"{base}-{i}"), i + 1
+    return p
+
+
+class _StopFlag:
+    """First Ctrl-C: finish the current step, save, stop. A second one aborts at once."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.requested = False
+        self._say = say
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._say("Ctrl-C: stopping after this step and saving (press again to abort now)")
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
+# ---- the trainer -----------------------------------------------------------------------------
+class Trainer:
+    """Builds everything a run needs from a TrainConfig and runs the loop (`run()`)."""
+
+    def __init__(self, cfg: TrainConfig, explicit: set | None = None, out: ProgressLine | None = None,
+                 runs_root: str = RUNS_ROOT):
+        self.cfg = cfg
+        self.explicit = set(explicit or ())
+        self.out = out or ProgressLine()
+        self.say = self.out.print
+        self.runs_root = runs_root
+        self.is_main = True          # rank 0 under MPI: the only one that writes
+        self._setup()
+
+    # -- setup --------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        cfg = self.cfg
+        self.resume_ckpt = None
+        if cfg.resume:
+            path = find_checkpoint(cfg.resume, prefer=("latest.safetensors", "best.safetensors"))
+            self.resume_ckpt = load_checkpoint(path, device="cpu")
+            self._merge_resumed_settings()
+            cfg = self.cfg
+            self.run_dir = path.parent
+        else:
+            self.run_dir = Path(cfg.out) if cfg.out else _new_run_dir(self.runs_root)
+            if (self.run_dir / "latest.safetensors").exists():
+                raise FileExistsError(
+                    f"run folder {str(self.run_dir)!r} already holds a checkpoint: continue it with "
+                    f"--resume {self.run_dir}, or choose another --out")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self._data_dir()
+        self.meta = read_meta(self.data_dir)
+        V = int(self.meta["vocab_size"])
+        self.tokenizer = load_tokenizer(self.meta["tokenizer_path"]) if self.meta.get("tokenizer_path") else None
+        self.tokenizer_text = (Path(self.meta["tokenizer_path"]).read_text(encoding="utf-8")
+                               if self.meta.get("tokenizer_path") else None)
+        self.train_tokens = open_tokens(self.data_dir, "train", self.meta)
+        self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
+
+        from autograd import manual_seed
+        from gpt.config import GPTConfig
+        from gpt.model import GPT
+        from nn.optim import AdamW
+
+        self.model_cfg = GPTConfig.from_dict(cfg.model_dict(V))
+        manual_seed(cfg.seed)
+        self.model = GPT(self.model_cfg)
+        if cfg.device != "cpu":
+            self.model.to(cfg.device)
+        self.model.train()
+        self.optimizer = AdamW(param_groups(self.model, cfg.weight_decay), lr=cfg.lr,
+                               betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
+        T, B = cfg.block_size, cfg.batch_size
+        self.loader = BatchLoader(self.train_tokens, B, T, seed=cfg.seed, device=cfg.device, name="train")
+        self.eval_sets = {
+            "train": fixed_batches(self.train_tokens, cfg.eval_batches, B, T, seed=cfg.seed + 1,
+                                   device=cfg.device, name="train"),
+            "val": fixed_batches(self.val_tokens, cfg.eval_batches, B, T, seed=cfg.seed + 2,
+                                 device=cfg.device, name="val"),
+        }
+        self.step = 0
+        self.best_val = math.inf
+        self.last_good_step: int | None = None
+        if self.resume_ckpt is not None:
+            self._restore(self.resume_ckpt)
+        self.flops_per_step = flops_per_token(self.model_cfg, T) * T * B * cfg.grad_accum
+
+    def _merge_resumed_settings(self) -> None:
+        """The resumed run's settings, overridden by what was given now (except those that
+        would change the model or the data, which must match)."""
+        saved = dict(self.resume_ckpt.meta.get("train_args", {}))
+        conflicts = [f"--{k.replace('_', '-')} {getattr(self.cfg, k)!r} (the run has {saved[k]!r})"
+                     for k in FROZEN_ON_RESUME
+                     if k in self.explicit and k in saved and saved[k] != getattr(self.cfg, k)]
+        if conflicts:
+            raise ValueError("cannot change on resume: " + "; ".join(conflicts))
+        values = {**saved, **{k: getattr(self.cfg, k) for k in self.explicit}}
+        values["resume"] = self.cfg.resume
+        values["out"] = None
+        self.cfg = TrainConfig(**{k: v for k, v in values.items() if k in TrainConfig.__dataclass_fields__})
+        self.cfg.validate()
+
+    def _data_dir(self) -> Path:
+        cfg = self.cfg
+        if self.resume_ckpt is not None:
+            d = self.resume_ckpt.meta.get("data_dir")
+            if d and Path(d).is_dir():
+                return Path(d)
+        if cfg.data:
+            return Path(cfg.data)
+        if cfg.input:
+            from gpt.data import prepare
+
+            d = self.run_dir / "data"
+            self.say(f"data: tokenizing {len(cfg.input)} input path(s) into {d}")
+            prepare(cfg.input, d, tokenizer=cfg.tokenizer, vocab_size=cfg.vocab_size, char=cfg.char,
+                    val_fraction=cfg.val_fraction, workers=cfg.workers, max_chars=cfg.max_chars,
+                    tokenizer_max_chars=cfg.max_chars, verbose=True)
+            return d
+        from gpt.corpus import default_data_dir
+
+        return default_data_dir(self.runs_root, cfg.vocab_size, char=cfg.char, max_chars=cfg.max_chars,
+                                val_fraction=cfg.val_fraction, workers=cfg.workers)
+
+    def _restore(self, ckpt) -> None:
+        try:
+            self.model.load_state_dict(ckpt.model_state)
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} does not fit the model: {exc}") from None
+        if ckpt.optimizer_state is None:
+            raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} holds no optimizer state to resume from")
+        try:  # arrays go onto each parameter's device
+            self.optimizer.load_state_dict(ckpt.optimizer_state)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {ckpt.meta['path']!r}: {exc}") from None
+        self.loader.load_state_dict(ckpt.meta["loader"])
+        set_rng_state(ckpt.meta.get("rng"))
+        self.step = int(ckpt.meta["step"])
+        self.best_val = float(ckpt.meta.get("best_val_loss") or math.inf)
+        self.last_good_step = self.step
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:
+        return {
+            "step": self.step, "config": self.model_cfg.to_dict(), "train_args": self.cfg.to_dict(),
+            "loader": loader_state, "rng": rng_state, "data_dir": str(self.data_dir),
+            "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
+            "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
+        }
+
+    def save(self, name: str = "latest.safetensors", loader_state=None, rng_state=None) -> Path:
+        path = self.run_dir / name
+        if self.is_main:
+            meta = self._ckpt_meta(loader_state or self.loader.state_dict(),
+                                   rng_state if rng_state is not None else get_rng_state(self.cfg.device))
+            save_checkpoint(path, self.model.state_dict(), self.optimizer.state_dict(), meta)
+        if name == "latest.safetensors":
+            self.last_good_step = self.step
+        return path
+
+    def _write_run_files(self) -> None:
+        if not self.is_main:
+            return
+        info = {"train": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
+                "data_dir": str(self.data_dir), "data_meta": {k: v for k, v in self.meta.items()
+                                                             if k != "tokenizer_path"}}
+        atomic_write_text(self.run_dir / "config.json", json.dumps(info, indent=2))
+        if self.tokenizer_text is not None:
+            atomic_write_text(self.run_dir / "tokenizer.json", self.tokenizer_text)
+
+    # -- hooks for data-parallel training (no-ops on one process) ------------------------------
+    def reduce_gradients(self) -> None:
+        """Average gradients across ranks (MPI plugs in here); one process: nothing to do."""
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _train_step(self, lr: float) -> tuple[float, float]:
+        """One optimizer step over grad_accum micro-batches -> (mean loss, gradient norm)."""
+        from nn.optim import clip_grad_norm
+
+        cfg = self.cfg
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        total = 0.0
+        for micro in range(cfg.grad_accum):
+            x, y = self.loader.next_batch()
+            _, loss = self.model(x, y)
+            value = _loss_value(loss)
+            if not math.isfinite(value):
+                raise TrainingDiverged(f"loss is {value} at step {self.step} (micro-batch {micro})")
+            if cfg.grad_accum > 1:
+                loss = loss * (1.0 / cfg.grad_accum)
+            loss.backward()
+            total += value
+        self.reduce_gradients()
+        params = [p for p in self.model.parameters()]
+        if cfg.grad_clip > 0:
+            norm = float(clip_grad_norm(params, cfg.grad_clip))
+        else:
+            norm = float(np.sqrt(sum(float((p.grad.astype(np.float64) ** 2).sum())
+                                     for p in params if p.grad is not None)))
+        if not math.isfinite(norm):
+            raise TrainingDiverged(f"gradient norm is {norm} at step {self.step}")
+        self._in_update = True
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        self._in_update = False
+        return total / cfg.grad_accum, norm
+
+    def _evaluate(self, metrics: MetricsLog | None) -> dict:
+        t0 = time.perf_counter()
+        res = {split: evaluate(self.model, batches) for split, batches in self.eval_sets.items()}
+        improved = res["val"] < self.best_val
+        if improved:
+            self.best_val = res["val"]
+        if metrics:
+            metrics.write({"kind": "eval", "step": self.step, "train_loss": res["train"],
+                           "val_loss": res["val"], "time": time.time()})
+        self.say(f"step {self.step:>6}  eval: train loss {res['train']:.4f}  val loss {res['val']:.4f}"
+                 f"{'  (best)' if improved else ''}  [{time.perf_counter() - t0:.1f} s]")
+        if improved and self.step > 0:
+            self.save("best.safetensors")
+        return res
+
+    def run(self) -> RunResult:
+        cfg = self.cfg
+        peak = cfg.peak_flops or measure_peak_flops(cfg.device)
+        n_params = self.model.num_params()
+        self._write_run_files()
+        self.say(f"run folder: {self.run_dir}")
+        self.say(f"model: {n_params:,} parameters ({self.model_cfg.n_layer} layers, {self.model_cfg.n_head} "
+                 f"heads, d={self.model_cfg.n_embd}, T={cfg.block_size}, vocab {self.model_cfg.vocab_size}); "
+                 f"data: {len(self.train_tokens):,} train + {len(self.val_tokens):,} val tokens")
+        self.say(f"training: {cfg.max_steps} steps of {cfg.batch_size * cfg.grad_accum * cfg.block_size:,} "
+                 f"tokens on {cfg.device}; peak {peak / 1e9:.0f} GFLOP/s "
+                 f"({'given' if cfg.peak_flops else 'measured by a matmul'}) for MFU"
+                 + (f"; resuming at step {self.step}" if self.resume_ckpt else ""))
+        metrics = MetricsLog(self.run_dir / "metrics.jsonl",
+                             resume_step=self.step if self.resume_ckpt else None) if self.is_main else None
+        ckpt_every = cfg.checkpoint_interval or cfg.eval_interval
+        tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum
+        stop_reason, last_eval, loss = "max_steps", None, None
+        t_start = time.perf_counter()
+        t_log, steps_since_log = time.perf_counter(), 0
+        self._in_update = False
+        evaluated_at = None
+        final_state = (None, None)   # None: the loader's and generator's current state
+        try:
+            with _StopFlag(self.say) as stop:
+                while self.step < cfg.max_steps:
+                    if self.step % cfg.eval_interval == 0 and evaluated_at != self.step:
+                        last_eval, evaluated_at = self._evaluate(metrics), self.step
+                    if stop.requested:
+                        stop_reason = "interrupted"
+                        break
+                    if cfg.time_budget is not None and time.perf_counter() - t_start >= cfg.time_budget:
+                        stop_reason = "time_budget"
+                        break
+                    # The state at the step boundary: what a checkpoint taken mid-step saves.
+                    self._boundary = (self.loader.state_dict(), get_rng_state(cfg.device))
+                    lr = lr_at(self.step, cfg)
+                    t0 = time.perf_counter()
+                    loss, norm = self._train_step(lr)
+                    self.step += 1
+                    dt = time.perf_counter() - t0
+                    steps_since_log += 1
+                    mfu = self.flops_per_step / dt / peak
+                    if self.out.tty or self.step % cfg.log_interval == 0:
+                        self.out.update(
+                            f"step {self.step:>6}/{cfg.max_steps}  loss {loss:.4f}  lr {lr:.2e}  "
+                            f"{format_count(tokens_per_step / dt)} tok/s  {dt * 1e3:.0f} ms/step  "
+                            f"MFU {mfu:.1%}")
+                    if metrics and (self.step % cfg.log_interval == 0 or self.step == cfg.max_steps):
+                        now = time.perf_counter()
+                        avg = (now - t_log) / steps_since_log
+                        metrics.write({"kind": "train", "step": self.step, "loss": loss, "lr": lr,
+                                       "grad_norm": norm, "ms_per_step": avg * 1e3,
+                                       "tokens_per_s": tokens_per_step / avg,
+                                       "mfu": self.flops_per_step / avg / peak, "time": time.time()})
+                        t_log, steps_since_log = now, 0
+                    if self.step % ckpt_every == 0:
+                        self.save()
+        except TrainingDiverged as exc:
+            self.out.close()
+            kept = (f"the last good checkpoint is kept: {self.run_dir / 'latest.safetensors'} "
+                    f"(step {self.last_good_step})" if self.last_good_step is not None
+                    else "no checkpoint was written yet")
+            if metrics:
+                metrics.close()
+            raise TrainingDiverged(f"{exc}: training stopped; {kept}. Try a lower --lr, a longer "
+                                   "--warmup-steps or --grad-clip, then --resume.") from None
+        except KeyboardInterrupt:
+            self.out.close()
+            if self._in_update:
+                self.say(f"interrupted inside an optimizer update: not saving; the last checkpoint "
+                         f"(step {self.last_good_step}) is kept")
+                if metrics:
+                    metrics.close()
+                raise
+            # Mid-step: the weights are those of the step boundary, the generators moved on.
+            for p in self.model.parameters():
+                p.grad = None
+            final_state = getattr(self, "_boundary", None) or final_state
+            stop_reason = "interrupted"
+        self.out.close()
+        if evaluated_at != self.step and stop_reason != "interrupted":
+            last_eval = self._evaluate(metrics)
+        path = self.save(loader_state=final_state[0], rng_state=final_state[1])
+        if stop_reason == "interrupted":
+            self.say(f"interrupted: saved {path} at step {self.step}; "
+                     f"continue with: gpt train --resume {self.run_dir}")
+        elapsed = time.perf_counter() - t_start
+        samples = self._samples() if stop_reason != "interrupted" else []
+        summary = {
+            "run_dir": str(self.run_dir), "steps": self.step, "stop_reason": stop_reason,
+            "train_loss": last_eval["train"] if last_eval else None,
+            "val_loss": last_eval["val"] if last_eval else None,
+            "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
+            "seconds": elapsed, "parameters": n_params, "checkpoint": str(path),
+        }
+        if self.is_main:
+            atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
+        if metrics:
+            metrics.close()
+        def fmt(x):
+            return "-" if x is None else f"{x:.4f}"
+
+        self.say(f"done: {self.step} steps in {elapsed:.0f} s ({stop_reason}); "
+                 f"train loss {fmt(summary['train_loss'])}, val loss {fmt(summary['val_loss'])}, "
+                 f"best val {fmt(summary['best_val_loss'])}; checkpoints in {self.run_dir}")
+        return RunResult(self.run_dir, self.step, stop_reason, summary["train_loss"], summary["val_loss"],
+                         summary["best_val_loss"], samples, self.model, self.optimizer)
+
+    def _samples(self) -> list[str]:
+        cfg = self.cfg
+        if cfg.samples <= 0 or cfg.sample_tokens <= 0 or not self.is_main:
+            return []
+        tok = self.tokenizer
+        if cfg.prompt is not None and tok is not None:
+            prompt = tok.encode(cfg.prompt, allowed_special="all") if hasattr(tok, "encode") else []
+        else:
+            e = eot_id(tok) if tok is not None else self.meta.get("eot_id")
+            prompt = [e] if e is not None else [int(self.val_tokens[0])]
+        prompt = prompt[-cfg.block_size:] or [0]
+        rows = sample_ids(self.model, prompt, cfg.samples, cfg.sample_tokens, cfg.temperature,
+                          cfg.top_k, seed=cfg.seed)
+        texts = []
+        for i, ids in enumerate(rows):
+            text = tok.decode(ids) if tok is not None else " ".join(map(str, ids))
+            texts.append(text)
+            self.say(f"---- sample {i + 1} " + "-" * 50)
+            self.say((cfg.prompt or "") + text)
+        if texts:
+            self.say("-" * 62)
+        return texts
+
+
+def train(cfg: TrainConfig, explicit: set | None = None, out: ProgressLine | None = None,
+          runs_root: str = RUNS_ROOT) -> RunResult:
+    """Run training as `cfg` says; returns the run's result (the model is in .model)."""
+    return Trainer(cfg, explicit, out, runs_root).run()

@@ -1,0 +1,257 @@
+"""Every setting of a training run: one dataclass, its command-line flags and config files.
+
+Each field is a flag (`max_steps` -> `--max-steps`); a config file (TOML on Python 3.11+,
+or JSON) holds any of them under the same names, flat or inside tables (`[model]`,
+`[optim]`, ... are only for the reader); unknown keys are an error that names them. The
+order of precedence is defaults < resumed run's settings < config file < flags given.
+Nothing is executed: config files are data.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Settings that become GPTConfig fields (the other fields are about data and training).
+MODEL_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias",
+              "tie_weights", "pos", "norm", "mlp", "mlp_hidden", "n_experts", "moe_top_k",
+              "prenorm", "residual")
+# Settings a resumed run may not change: they would change the model or the data it reads.
+FROZEN_ON_RESUME = MODEL_KEYS + ("batch_size", "seed", "char")
+
+
+def _f(default, help: str, type=None, group: str = "training", choices=None, nargs=None):
+    meta = {"help": help, "type": type, "group": group, "choices": choices, "nargs": nargs}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainConfig:
+    # data
+    input: list = _f([], "text files, folders or globs to train on (default: the Python "
+                     "standard library's own sources)", str, "data", nargs="+")
+    data: str | None = _f(None, "a nanoGPT data folder (train.bin, val.bin, meta.json) to train on", str, "data")
+    tokenizer: str | None = _f(None, "tokenizer file for --input (default: train one)", str, "data")
+    char: bool = _f(False, "character-level ids instead of BPE (nanoGPT's shakespeare_char)", bool, "data")
+    max_chars: int | None = _f(None, "read at most this many characters of input (default: all of "
+                               "--input; 3,000,000 of the default corpus)", int, "data")
+    val_fraction: float = _f(0.1, "fraction of documents held out for validation", float, "data")
+    workers: int | None = _f(None, "tokenizer worker processes (default: all cores, at most 8)", int, "data")
+    # model
+    vocab_size: int = _f(2048, "vocabulary size of a trained tokenizer (a --data folder sets its own)", int, "model")
+    block_size: int = _f(128, "context length T", int, "model")
+    n_layer: int = _f(4, "transformer blocks", int, "model")
+    n_head: int = _f(4, "attention heads", int, "model")
+    n_embd: int = _f(128, "embedding width C", int, "model")
+    dropout: float = _f(0.0, "dropout probability", float, "model")
+    bias: bool = _f(True, "biases in linear layers and norms", bool, "model")
+    tie_weights: bool = _f(True, "share the token embedding with the output layer", bool, "model")
+    pos: str = _f("learned", "positions", str, "model", ("learned", "sinusoidal", "rope"))
+    norm: str = _f("layernorm", "normalisation", str, "model", ("layernorm", "rmsnorm"))
+    mlp: str = _f("gelu", "feed-forward kind", str, "model", ("gelu", "swiglu", "moe"))
+    mlp_hidden: int | None = _f(None, "feed-forward width (default 4 x n_embd)", int, "model")
+    n_experts: int = _f(4, "experts of the MoE feed-forward", int, "model")
+    moe_top_k: int = _f(2, "experts per token of the MoE feed-forward", int, "model")
+    prenorm: bool = _f(True, "pre-norm blocks (GPT-2); --no-prenorm is the 2017 post-norm", bool, "model")
+    residual: bool = _f(True, "residual connections (off only for gradient studies)", bool, "model")
+    # optimisation
+    batch_size: int = _f(16, "sequences per micro-batch B", int, "optim")
+    grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
+    max_steps: int = _f(500, "optimizer steps to train for", int, "optim")
+    lr: float = _f(2e-3, "peak learning rate", float, "optim")
+    min_lr: float = _f(2e-4, "final learning rate of the cosine decay", float, "optim")
+    warmup_steps: int = _f(50, "linear warmup steps", int, "optim")
+    lr_decay_steps: int | None = _f(None, "step where the cosine reaches min_lr (default: max_steps)", int, "optim")
+    weight_decay: float = _f(0.1, "AdamW weight decay of 2-D weights (biases, norms: none)", float, "optim")
+    beta1: float = _f(0.9, "AdamW beta1", float, "optim")
+    beta2: float = _f(0.99, "AdamW beta2", float, "optim")
+    eps: float = _f(1e-8, "AdamW epsilon", float, "optim")
+    grad_clip: float = _f(1.0, "clip the global gradient norm to this (0: off)", float, "optim")
+    # the run
+    out: str | None = _f(None, "run folder (default: runs/<date-time>)", str, "run")
+    resume: str | None = _f(None, "continue a run: its folder or a checkpoint file", str, "run")
+    device: str = _f("cpu", "cpu, cuda or cuda:N", str, "run")
+    seed: int = _f(1337, "seed of the initial weights, dropout and batches", int, "run")
+    eval_interval: int = _f(100, "evaluate train and val loss every N steps", int, "run")
+    eval_batches: int = _f(8, "fixed batches per evaluation", int, "run")
+    checkpoint_interval: int | None = _f(None, "save latest.safetensors every N steps (default: eval_interval)", int, "run")
+    log_interval: int = _f(10, "write a metrics line every N steps", int, "run")
+    time_budget: float | None = _f(None, "stop (and save) after this many seconds of training", float, "run")
+    peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: measured by a matmul at start)", float, "run")
+    samples: int = _f(2, "samples printed at the end", int, "run")
+    sample_tokens: int = _f(200, "tokens per sample", int, "run")
+    temperature: float = _f(0.8, "sampling temperature", float, "run")
+    top_k: int | None = _f(50, "sample from the k most likely tokens", int, "run")
+    prompt: str | None = _f(None, "prompt of the samples (default: a new document)", str, "run")
+
+    # ---- derived and checked ------------------------------------------------------------
+    def model_dict(self, vocab_size: int) -> dict:
+        d = {k: getattr(self, k) for k in MODEL_KEYS}
+        d["vocab_size"] = int(vocab_size)
+        return d
+
+    def validate(self) -> None:
+        errors = []
+        for name in ("block_size", "n_layer", "n_head", "n_embd", "batch_size", "grad_accum",
+                     "eval_interval", "eval_batches", "log_interval"):
+            if getattr(self, name) < 1:
+                errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_steps < 0:
+            errors.append(f"--max-steps must be >= 0, got {self.max_steps}")
+        if self.n_embd % self.n_head:
+            errors.append(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
+        if not 0.0 <= self.dropout < 1.0:
+            errors.append(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.lr <= 0 or self.min_lr < 0:
+            errors.append(f"--lr must be > 0 and --min-lr >= 0, got {self.lr}, {self.min_lr}")
+        if self.data and self.input:
+            errors.append("give either --data (a prepared folder) or --input (text), not both")
+        for name, f in _fields().items():
+            choices = f.metadata["choices"]
+            if choices and getattr(self, name) not in choices:
+                errors.append(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, "
+                              f"got {getattr(self, name)!r}")
+        if errors:
+            raise ValueError("; ".join(errors))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _fields() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    f = _fields()[name]
+    typ, default = f.metadata["type"], f.default
+    if value is None:
+        return None
+    try:
+        if f.metadata["nargs"]:
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list):
+                raise TypeError
+            return [typ(v) for v in value]
+        if typ is bool:
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
+        if typ is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if typ in (int, float) and isinstance(value, bool):
+            raise TypeError
+        if typ is int and not isinstance(value, int):
+            raise TypeError
+        if typ is float and not isinstance(value, (int, float)):
+            raise TypeError
+        if typ is str and not isinstance(value, str):
+            raise TypeError
+        return typ(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source}: {name} = {value!r} should be "
+                         f"{'a list of ' if f.metadata['nargs'] else ''}{typ.__name__}") from None
+
+
+def check_keys(d: dict, source: str) -> dict:
+    """`d` with '-' in keys turned to '_'; unknown keys raise an error naming each one."""
+    known = _fields()
+    out, unknown = {}, []
+    for k, v in d.items():
+        key = str(k).replace("-", "_")
+        if key in known:
+            out[key] = _coerce(key, v, source)
+        else:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            unknown.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if unknown:
+        raise ValueError(f"{source}: unknown setting{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(unknown)}")
+    return out
+
+
+def load_config_file(path: str) -> dict:
+    """Settings from a TOML (Python 3.11+) or JSON file; tables are flattened one level."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file {path!r} does not exist")
+    text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() == ".json":
+        try:
+            d = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"config file {path}: invalid JSON: {exc}") from None
+    else:
+        if sys.version_info < (3, 11):
+            raise ValueError(f"config file {path}: TOML needs Python 3.11+ (tomllib); use a .json file")
+        import tomllib
+
+        try:
+            d = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"config file {path}: invalid TOML: {exc}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"config file {path}: expected a table of settings")
+    flat: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict):  # [model], [optim], ... group settings for the reader only
+            for k2, v2 in v.items():
+                flat[k2] = v2
+        else:
+            flat[k] = v
+    return check_keys(flat, f"config file {path}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; defaults are left out of the namespace (argparse.SUPPRESS) so that
+    only the flags actually given override the config file and a resumed run."""
+    parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help="TOML (Python 3.11+) or JSON file of settings (same names as the flags)")
+    groups: dict[str, Any] = {}
+    titles = {"data": "data", "model": "model", "optim": "optimisation", "run": "run"}
+    for name, f in _fields().items():
+        g = f.metadata["group"]
+        if g not in groups:
+            groups[g] = parser.add_argument_group(titles.get(g, g))
+        flag = "--" + name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        help_ = f.metadata["help"] + (f" (default: {default})" if default not in (None, [], False) else "")
+        kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_}
+        if f.metadata["type"] is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = f.metadata["type"]
+            kw["metavar"] = name.upper() if not f.metadata["choices"] else None
+            if f.metadata["choices"]:
+                kw["choices"] = f.metadata["choices"]
+            if f.metadata["nargs"]:
+                kw["nargs"] = f.metadata["nargs"]
+        groups[g].add_argument(flag, **{k: v for k, v in kw.items() if v is not None})
+
+
+def resolve(namespace: argparse.Namespace | dict, base: dict | None = None) -> tuple[TrainConfig, set]:
+    """(TrainConfig, names set explicitly) from defaults < `base` < config file < flags."""
+    given = dict(vars(namespace)) if isinstance(namespace, argparse.Namespace) else dict(namespace)
+    config_file = given.pop("config", None)
+    given = {k: v for k, v in given.items() if k in _fields()}
+    values: dict = {}
+    if base:
+        values.update(check_keys(base, "resumed run settings"))
+    explicit: set = set()
+    if config_file:
+        from_file = load_config_file(config_file)
+        values.update(from_file)
+        explicit |= set(from_file)
+    values.update(given)
+    explicit |= set(given)
+    cfg = TrainConfig(**values)
+    cfg.validate()
+    return cfg, explicit
