@@ -1,0 +1,226 @@
+"""Graph semantics: accumulation, shared subexpressions, deep chains, freed graphs, hooks,
+retain_grad, no_grad, memory release, and clear errors for bad calls."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import autograd
+from autograd import Tensor, concat, matmul, no_grad
+
+
+def leaf(values):
+    return Tensor(np.asarray(values, dtype=np.float64), requires_grad=True)
+
+
+def test_shared_subexpression_a_times_a_plus_a():
+    a = leaf([1.0, -2.0, 3.0])
+    (a * a + a).sum().backward()
+    np.testing.assert_allclose(a.grad, 2 * a.data + 1)
+
+
+def test_diamond_sums_both_paths():
+    a = leaf([0.5, 2.0])
+    b = a * 2          # shared by both branches
+    c = b + 1
+    d = b * 3
+    (c * d).sum().backward()
+    # e = (2a + 1)(6a) = 12a^2 + 6a -> de/da = 24a + 6
+    np.testing.assert_allclose(a.grad, 24 * a.data + 6)
+
+
+def test_chain_of_100000_ops_needs_no_recursion():
+    x = leaf([1.0])
+    y = x
+    for _ in range(100_000):
+        y = y + 1.0
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, [1.0])
+    np.testing.assert_allclose(y.data, [100_001.0])
+
+
+def test_gradients_accumulate_across_backward_calls_and_zero_grad_resets():
+    x = leaf([1.0, 2.0])
+    (x * 3).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad, [6.0, 6.0])
+    x.zero_grad()
+    assert x.grad is None
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad, 2 * first)
+
+
+def test_second_backward_through_a_freed_graph_raises_clearly():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_no_grad_builds_no_graph():
+    x = leaf([1.0])
+    with no_grad():
+        y = x * 2 + 1
+        assert not autograd.is_grad_enabled()
+    assert autograd.is_grad_enabled()
+    assert not y.requires_grad and y.is_leaf
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.backward()
+
+
+def test_detach_cuts_the_graph():
+    x = leaf([2.0])
+    y = x * x
+    z = y.detach() * x + y
+    z.backward()
+    np.testing.assert_allclose(x.grad, [4.0 + 4.0])  # d(y0 * x)/dx + d(x^2)/dx
+
+
+def test_hook_on_a_non_leaf_replaces_its_gradient():
+    x = leaf([1.0, 2.0])
+    h = x * 3
+    seen = []
+    h.register_hook(lambda g: seen.append(g.copy()) or g * 0 + 10)
+    (h * h).sum().backward()
+    np.testing.assert_allclose(seen[0], 2 * h.data)
+    np.testing.assert_allclose(x.grad, [30.0, 30.0])
+
+
+def test_hook_on_a_leaf_sees_its_whole_gradient_once():
+    x = leaf([1.0, 2.0])
+    calls = []
+    x.register_hook(lambda g: calls.append(g.copy()))
+    (x * 2 + x * 5).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(calls[0], [7.0, 7.0])
+
+
+def test_hook_handle_removes_the_hook():
+    x = leaf([1.0])
+    handle = x.register_hook(lambda g: g * 100)
+    handle.remove()
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad, [2.0])
+
+
+def test_retain_grad_keeps_the_gradient_of_a_non_leaf():
+    x = leaf([1.0, -1.0])
+    h = x * 2
+    h.retain_grad()
+    other = x * 5
+    (h * h + other).sum().backward()
+    np.testing.assert_allclose(h.grad, 2 * h.data)
+    assert other.grad is None
+
+
+def test_leaf_gradients_never_share_a_buffer():
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (a + b).sum().backward()
+    a.grad *= 10  # an in-place update (e.g. clipping) of one gradient
+    np.testing.assert_allclose(b.grad, [1.0, 1.0])
+    seed = np.ones(2)
+    c = leaf([1.0, 2.0])
+    (c * 1.0).backward(seed)
+    c.grad += 1
+    np.testing.assert_allclose(seed, [1.0, 1.0])
+
+
+def test_saved_intermediates_are_released_after_backward():
+    x = Tensor(np.random.default_rng(0).standard_normal(1000), requires_grad=True)
+    h = x.exp()                 # Exp saves its output
+    ref = weakref.ref(h.data)
+    loss = (h * x).sum()        # Mul saves both operands
+    del h
+    gc.collect()
+    assert ref() is not None    # still needed by the graph
+    loss.backward()
+    gc.collect()
+    assert ref() is None
+
+
+def test_retain_graph_keeps_saved_intermediates():
+    x = leaf(np.ones(10))
+    h = x.exp()
+    ref = weakref.ref(h.data)
+    loss = (h * 2).sum() + h.sum()
+    del h
+    loss.backward(retain_graph=True)
+    gc.collect()
+    assert ref() is not None
+
+
+def test_backward_on_a_non_scalar_needs_a_gradient():
+    y = leaf(np.ones((2, 3))) * 2
+    with pytest.raises(RuntimeError, match=r"non-scalar tensor of shape \(2, 3\) needs a gradient"):
+        y.backward()
+    with pytest.raises(ValueError, match=r"gradient of shape \(3,\) for a tensor of shape \(2, 3\)"):
+        y.backward(np.ones(3))
+    y.backward(np.ones((2, 3)))
+
+
+def test_only_floating_tensors_can_require_grad():
+    with pytest.raises(TypeError, match="floating-point"):
+        Tensor(np.arange(3), requires_grad=True)
+
+
+def test_backward_from_a_leaf_seeds_its_own_gradient():
+    x = leaf([5.0])
+    x.backward()
+    np.testing.assert_allclose(x.grad, [1.0])
+
+
+def test_unused_branch_gets_no_gradient_and_is_released():
+    x = leaf([1.0, 2.0])
+    y = leaf([3.0, 4.0])
+    used = (x * 2).sum()
+    unused = y * 3
+    assert unused.requires_grad
+    used.backward()
+    assert y.grad is None
+
+
+class _FakeGPU:
+    """Stands in for the cupy module so device mixing can be tested without a GPU."""
+
+
+class _FakeGPUTensor(Tensor):
+    __slots__ = ()
+
+    @property
+    def xp(self):
+        return _FakeGPU
+
+    @property
+    def device(self):
+        return "cuda:0"
+
+
+def test_mixing_devices_says_so():
+    cpu = Tensor(np.ones((2, 2)))
+    gpu = _FakeGPUTensor(np.ones((2, 2)))
+    with pytest.raises(RuntimeError, match=r"add: operands on different devices \(cpu and cuda:0\)"):
+        cpu + gpu
+    with pytest.raises(RuntimeError, match="matmul: operands on different devices"):
+        matmul(cpu, gpu)
+    with pytest.raises(RuntimeError, match="concat: tensors on different devices"):
+        concat([cpu, gpu])
+
+
+def test_asking_for_cuda_without_a_gpu_is_clear():
+    if autograd.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="cuda"):
+        Tensor(np.ones(2)).to("cuda")
+    with pytest.raises(ValueError, match="unknown device"):
+        Tensor(np.ones(2)).to("tpu")
