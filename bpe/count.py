@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
@@ -84,26 +85,29 @@ def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
 def _worker(pattern: str, tasks, results) -> None:
     counter = ChunkCounter(pattern)
     error = None
-    while True:
-        task = tasks.get()
-        if task is None:
-            break
-        if error is not None:
-            continue  # keep draining so the parent never blocks on a full queue
-        try:
-            if task[0] == "file":
-                _, path, start, end = task
-                for block in read_blocks(path, start, end):
-                    counter.add(block)
-            else:
-                for text in task[1]:
-                    counter.add(text)
-        except BaseException as e:  # report to the parent instead of dying silently
-            error = f"{type(e).__name__}: {e}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        while True:
+            task = tasks.get()
+            if task is None:
+                break
+            if error is not None:
+                continue  # keep draining so the parent never blocks on a full queue
+            try:
+                if task[0] == "file":
+                    _, path, start, end = task
+                    for block in read_blocks(path, start, end):
+                        counter.add(block)
+                else:
+                    for text in task[1]:
+                        counter.add(text)
+            except BaseException as e:  # report to the parent instead of dying silently
+                error = f"{type(e).__name__}: {e}"
+    notes = [(str(w.message), w.category) for w in caught]
     if error is None:
-        results.put(("ok", dict(counter.result())))
+        results.put(("ok", dict(counter.result()), notes))
     else:
-        results.put(("error", error))
+        results.put(("error", error, notes))
 
 
 class _Pool:
@@ -125,7 +129,9 @@ class _Pool:
             self.tasks.put(None)
         errors = []
         for _ in self.procs:
-            status, payload = self.results.get()
+            status, payload, notes = self.results.get()
+            for msg, category in notes:  # warnings raised in the worker, re-raised here
+                warnings.warn(msg, category, stacklevel=4)
             if status == "ok":
                 _merge_into(into, payload)
             else:

@@ -345,6 +345,12 @@ class Tokenizer:
 
         return load_gpt2_files(cls, encoder_json, vocab_bpe, pattern)
 
+    def save_gpt2_files(self, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike) -> None:
+        """Write GPT-2's ``encoder.json`` + ``vocab.bpe`` (trained tokenizers only)."""
+        from .hf import save_gpt2_files
+
+        save_gpt2_files(self, encoder_json, vocab_bpe)
+
     def save_huggingface(self, path: str | os.PathLike) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte-level BPE) that encodes like this one."""
         from .hf import save_huggingface

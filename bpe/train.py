@@ -27,6 +27,8 @@ each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` 
 from __future__ import annotations
 
 import heapq
+from collections import Counter, defaultdict
+from operator import add
 import sys
 import time
 from typing import Callable, Mapping
@@ -69,107 +71,95 @@ def train_merges(
     """
     if n_merges <= 0:
         return []
+    if 256 + n_merges > sys.maxunicode + 1:
+        raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
     min_frequency = max(1, int(min_frequency))
-    V = 256 + n_merges  # every id is below V
-    S = V * V  # every pair key is below S
 
-    words: list[list[int]] = []
+    # A chunk is a str with one character per token (chr(id)): str.find and str.replace
+    # then scan and merge in C, and a pair is the 2-character string of its two tokens,
+    # which compares like the tuple (left_id, right_id).
+    words: list[str] = []
     counts: list[int] = []
     for chunk, n in chunk_counts.items():
         b = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
         if len(b) >= 2 and n > 0:
-            words.append(list(b))
+            words.append(b.decode("latin-1"))
             counts.append(int(n))
 
-    pairs: dict[int, int] = {}
-    where: dict[int, set[int]] = {}
+    pairs: defaultdict[str, int] = defaultdict(int)
+    where: defaultdict[str, list[int]] = defaultdict(list)
     pget = pairs.get
+    once: list[str] = []
     for wi, w in enumerate(words):
         n = counts[wi]
-        prev = w[0]
-        for t in w[1:]:
-            k = prev * V + t
-            pairs[k] = pget(k, 0) + n
-            s = where.get(k)
-            if s is None:
-                where[k] = {wi}
-            else:
-                s.add(wi)
-            prev = t
+        ps = list(map(add, w, w[1:]))
+        if n == 1:
+            once += ps
+        else:
+            for p in ps:
+                pairs[p] += n
+        for p in ps:
+            where[p].append(wi)
+    for p, n in Counter(once).items():
+        pairs[p] += n
+    del once
 
-    heap = [k - c * S for k, c in pairs.items() if c >= min_frequency]
+    # Heap entries are ints: -count * 2**42 + left * 2**21 + right (ids < 2**21), so the
+    # smallest entry is the highest count, then the smallest (left, right).
+    heap = [(ord(p[0]) << 21 | ord(p[1])) - (c << 42) for p, c in pairs.items() if c >= min_frequency]
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
+    MASK = (1 << 21) - 1
 
     merges: list[tuple[int, int]] = []
     while heap and len(merges) < n_merges:
         v = heappop(heap)
-        k = v % S
-        c = (k - v) // S
-        cur = pget(k, 0)
-        if cur != c:  # stale entry: the count dropped since it was pushed
+        key = v & ((1 << 42) - 1)
+        a = chr(key >> 21)
+        b = chr(key & MASK)
+        ab = a + b
+        cur = pget(ab, 0)
+        if cur != -(v >> 42):  # stale entry: the count dropped since it was pushed
             if cur >= min_frequency:
-                heappush(heap, k - cur * S)
+                heappush(heap, key - (cur << 42))
             continue
-        a, b = divmod(k, V)
-        new = 256 + len(merges)
-        merges.append((a, b))
-        newV = new * V
-        bV = b * V
-        touched: set[int] = set()
-        for wi in where.pop(k):
+        c = chr(256 + len(merges))
+        merges.append((ord(a), ord(b)))
+        touched: set[str] = set()
+        tadd = touched.add
+        for wi in where.pop(ab):
             w = words[wi]
-            L = len(w)
+            i = w.find(ab)
+            if i < 0:
+                continue  # the chunk lost this pair since it was indexed
             n = counts[wi]
-            res = None
-            start = s = 0
-            while True:
-                try:
-                    i = w.index(a, s)
-                except ValueError:
-                    break
-                if i + 1 < L and w[i + 1] == b:
-                    if res is None:
-                        res = w[:i]
-                    else:
-                        res += w[start:i]
-                    if res:
-                        x = res[-1]
-                        kk = x * V + a
-                        pairs[kk] = pget(kk, 0) - n
-                        kk = x * V + new
-                        pairs[kk] = pget(kk, 0) + n
-                        touched.add(kk)
-                        ws = where.get(kk)
-                        if ws is None:
-                            where[kk] = {wi}
-                        else:
-                            ws.add(wi)
-                    if i + 2 < L:
-                        y = w[i + 2]
-                        kk = bV + y
-                        pairs[kk] = pget(kk, 0) - n
-                        kk = newV + y
-                        pairs[kk] = pget(kk, 0) + n
-                        touched.add(kk)
-                        ws = where.get(kk)
-                        if ws is None:
-                            where[kk] = {wi}
-                        else:
-                            ws.add(wi)
-                    res.append(new)
-                    start = s = i + 2
-                else:
-                    s = i + 1
-            if res is not None:
-                if start < L:
-                    res += w[start:]
-                words[wi] = res
-        pairs.pop(k, None)
-        for kk in touched:
-            c = pget(kk, 0)
-            if c >= min_frequency:
-                heappush(heap, kk - c * S)
+            last = len(w) - 2
+            end = -1  # where the previous occurrence in this chunk ended
+            while i >= 0:
+                if i > 0:
+                    x = c if end == i else w[i - 1]
+                    k = x + a
+                    pairs[k] -= n
+                    k = x + c
+                    pairs[k] += n
+                    tadd(k)
+                    where[k].append(wi)
+                if i < last:
+                    y = w[i + 2]
+                    k = b + y
+                    pairs[k] -= n
+                    k = c + y
+                    pairs[k] += n
+                    tadd(k)
+                    where[k].append(wi)
+                end = i + 2
+                i = w.find(ab, end)
+            words[wi] = w.replace(ab, c)
+        del pairs[ab]
+        for k in touched:
+            n = pairs[k]
+            if n >= min_frequency:
+                heappush(heap, (ord(k[0]) << 21 | ord(k[1])) - (n << 42))
         if progress is not None:
             progress(len(merges))
     return merges

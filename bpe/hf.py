@@ -1,0 +1,168 @@
+"""GPT-2's ``encoder.json`` + ``vocab.bpe`` and Hugging Face's ``tokenizer.json``.
+
+Both store tokens as printable strings through GPT-2's byte-to-unicode table
+(``bytes_to_unicode``): the 188 printable Latin-1 bytes stand for themselves, the
+other 68 bytes map to U+0100 onwards (space is ``Ġ``).
+
+- ``load_gpt2_files``: ids as in encoder.json; entries that are neither a single byte
+  nor made by a merge line (``<|endoftext|>``) become special tokens.
+- ``save_gpt2_files``: the same pair of files, which Hugging Face's ``BPE.from_file``
+  also reads.
+- ``save_huggingface``: a ``tokenizer.json`` (model BPE, byte-level). tiktoken merges
+  any adjacent pair whose concatenation is a token, lowest rank first, and takes a
+  piece that is itself a token whole; the export lists, for each token in rank order,
+  every split of it into two tokens, and sets ``ignore_merges``, so Hugging Face's
+  pair-merge loop does the same. (A piece where two different splits of one token
+  overlap could tie differently; trained vocabularies do not produce them.)
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+
+from .atomic import atomic_write_text
+from .patterns import GPT2_PATTERN, resolve_pattern
+
+
+@lru_cache(maxsize=None)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    table = {b: chr(b) for b in printable}
+    n = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+@lru_cache(maxsize=None)
+def unicode_to_bytes() -> dict[str, int]:
+    return {c: b for b, c in bytes_to_unicode().items()}
+
+
+def _to_str(b: bytes) -> str:
+    enc = bytes_to_unicode()
+    return "".join(enc[x] for x in b)
+
+
+def _to_bytes(s: str, where: str) -> bytes:
+    dec = unicode_to_bytes()
+    try:
+        return bytes(dec[c] for c in s)
+    except KeyError as e:
+        raise ValueError(f"{where}: character {e.args[0]!r} is not in GPT-2's byte-to-unicode table") from None
+
+
+def _read_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise OSError(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}"
+                         " - is the file truncated?") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: {what} is not UTF-8 text") from None
+
+
+def load_gpt2_files(cls, encoder_json, vocab_bpe, pattern=None):
+    encoder = _read_json(encoder_json, "encoder.json")
+    if not isinstance(encoder, dict):
+        raise ValueError(f"{encoder_json}: expected a JSON object mapping token strings to ids")
+    try:
+        with open(vocab_bpe, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise OSError(f"cannot read vocab.bpe {str(vocab_bpe)!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{vocab_bpe}: vocab.bpe is not UTF-8 text") from None
+    mergeable: set[str] = {c for c in bytes_to_unicode().values()}
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or (n == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"{vocab_bpe}, line {n}: expected two tokens separated by one space, got {line[:80]!r}")
+        for p in parts:
+            if p not in mergeable:
+                raise ValueError(f"{vocab_bpe}, line {n}: {p!r} is used before a merge makes it")
+        mergeable.add(parts[0] + parts[1])
+    ranks: dict[bytes, int] = {}
+    specials: dict[str, int] = {}
+    for s, i in encoder.items():
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise ValueError(f"{encoder_json}: field {s!r} must be a non-negative int id, got {i!r}")
+        if s in mergeable:
+            ranks[_to_bytes(s, f"{encoder_json}: field {s!r}")] = i
+        else:
+            specials[s] = i
+    missing = mergeable - set(encoder)
+    if missing:
+        raise ValueError(f"{encoder_json}: {len(missing)} tokens made by {vocab_bpe} have no id "
+                         f"(e.g. {sorted(missing)[0]!r}); do the two files belong together?")
+    return cls(ranks, resolve_pattern(pattern or GPT2_PATTERN), specials)
+
+
+def save_gpt2_files(tok, encoder_json, vocab_bpe) -> None:
+    """Write ``encoder.json`` and ``vocab.bpe`` (needs a trained tokenizer's merges)."""
+    if tok.merges is None:
+        raise ValueError("only a tokenizer with merges (a trained one) can be written as vocab.bpe")
+    vocab = {_to_str(b): i for b, i in sorted(tok.mergeable_ranks.items(), key=lambda x: x[1])}
+    vocab.update(tok.special_tokens)
+    lines = ["#version: 0.2"]
+    for a, b in tok.merges:
+        lines.append(f"{_to_str(tok.token_bytes(a))} {_to_str(tok.token_bytes(b))}")
+    atomic_write_text(encoder_json, json.dumps(vocab, ensure_ascii=False))
+    atomic_write_text(vocab_bpe, "\n".join(lines) + "\n")
+
+
+def huggingface_dict(tok) -> dict:
+    ranks = tok.mergeable_ranks
+    by_rank = sorted(ranks.items(), key=lambda x: x[1])
+    merges: list[str] = []
+    first = {}
+    if tok.merges is not None:  # the training merge first among a token's splits
+        for a, b in tok.merges:
+            first[tok.token_bytes(a) + tok.token_bytes(b)] = (tok.token_bytes(a), tok.token_bytes(b))
+    for t, _ in by_rank:
+        if len(t) < 2:
+            continue
+        splits = [(t[:k], t[k:]) for k in range(1, len(t)) if t[:k] in ranks and t[k:] in ranks]
+        f = first.get(t)
+        if f is not None and f in splits:
+            splits.remove(f)
+            splits.insert(0, f)
+        merges.extend(f"{_to_str(x)} {_to_str(y)}" for x, y in splits)
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    if tok.pattern == GPT2_PATTERN:
+        pre = dict(byte_level, use_regex=True)  # the same regex, built in
+    else:
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": tok.pattern}, "behavior": "Isolated", "invert": False},
+            byte_level]}
+    added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for s, i in sorted(tok.special_tokens.items(), key=lambda x: x[1])]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": pre,
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+            "vocab": {_to_str(t): i for t, i in by_rank},
+            "merges": merges,
+        },
+    }
+
+
+def save_huggingface(tok, path: str | os.PathLike) -> None:
+    atomic_write_text(path, json.dumps(huggingface_dict(tok), ensure_ascii=False, indent=1) + "\n")
