@@ -283,3 +283,50 @@ def test_greedy_on_the_gpu_equals_the_cpu():
         model.to("cpu")
     np.testing.assert_array_equal(cpu, gpu)
     np.testing.assert_array_equal(gpu, gpu_nocache)
+
+
+# ---- the command line -----------------------------------------------------------------------------
+def write_run(tmp_path):
+    import json
+
+    from gpt.char_tokenizer import CharTokenizer
+    from gpt.checkpoint import save_checkpoint
+
+    tok = CharTokenizer.train(["abcdefgh ij\n"], special_tokens=["<|endoftext|>"])
+    autograd.manual_seed(3)
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16, init_std=0.5)
+    model = GPT(cfg)
+    save_checkpoint(tmp_path / "run" / "latest.safetensors", model.state_dict(), None,
+                    {"step": 0, "config": cfg.to_dict(), "tokenizer": json.dumps(tok.to_dict())})
+    return model, tok
+
+
+def test_gpt_sample_streams_the_greedy_continuation(tmp_path, capsys):
+    from gpt.cli import main
+
+    model, tok = write_run(tmp_path)
+    eot = tok.encode("<|endoftext|>")[0]
+    rc = main(["sample", "--run", str(tmp_path / "run"), "--prompt", "abc", "--max-new-tokens", "30",
+               "--temperature", "0", "-n", "2", "--stats"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    ids = generate(model, [tok.encode("abc")], 30, temperature=0, stop=[eot])[0, 3:].tolist()
+    text = "abc" + tok.decode([t for t in ids if t not in (eot, PAD)])
+    assert out.split("\n" + "-" * 40 + "\n") == [text, text + "\n"]
+    assert "tokens/s" in err and "KV cache" in err
+
+
+def test_gpt_sample_reads_a_prompt_file_and_reports_bad_input(tmp_path, capsys):
+    from gpt.cli import main
+
+    write_run(tmp_path)
+    (tmp_path / "p.txt").write_text("hij", encoding="utf-8")
+    assert main(["sample", "--checkpoint", str(tmp_path / "run" / "latest.safetensors"),
+                 "--prompt-file", str(tmp_path / "p.txt"), "--max-new-tokens", "5", "--seed", "0"]) == 0
+    assert capsys.readouterr().out.startswith("hij")
+    assert main(["sample", "--run", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    assert main(["sample", "--run", str(tmp_path / "run"), "--prompt", "xyz!"]) == 2
+    assert "not in this character-level vocabulary" in capsys.readouterr().err
+    assert main(["sample", "--run", str(tmp_path / "run"), "--top-p", "1.5"]) == 2
+    assert "top_p" in capsys.readouterr().err

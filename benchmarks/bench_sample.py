@@ -1,0 +1,142 @@
+"""Decoding speed: KV-cached against uncached generation, and time per token as the context grows.
+
+    python benchmarks/bench_sample.py                 # the full table (uncached rows take minutes)
+    python benchmarks/bench_sample.py --quick         # 64 and 256 new tokens, fewer repeats
+
+Model: config (b) of the training issue (6 layers, 6 heads, n_embd 384, vocab 4096), random
+weights, block_size = prompt + the most new tokens asked for (so no window re-prefill happens),
+greedy decoding (temperature 0) from a 16-token prompt. tokens/s counts every generated token
+of the batch; ms/step is the wall time of one decoding step of the whole batch. Each cell is
+the median of --repeats runs. The uncached path runs the whole context through the model at
+every step (what nanoGPT's sampler does).
+
+Reference (issue 6, PyTorch 2.13 on this machine's CPU, config (b), batch 1, 256 greedy
+tokens): 28.6 ms/token uncached, 6.7 ms/token cached. PyTorch is not a dependency here, so
+those numbers are quoted, not re-measured.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import autograd
+from gpt.config import GPTConfig
+from gpt.generate import Decoder, generate, kv_cache_numbers_per_token
+from gpt.model import GPT
+
+TORCH_MS = {"cached": 6.7, "uncached": 28.6}  # quoted in issue 6
+
+
+def make_model(block_size: int, device: str) -> GPT:
+    autograd.manual_seed(0)
+    cfg = GPTConfig(vocab_size=4096, block_size=block_size, n_layer=6, n_head=6, n_embd=384)
+    model = GPT(cfg)
+    if device != "cpu":
+        model.to(device)
+    model.eval()
+    return model
+
+
+def sync(device: str) -> None:
+    if device != "cpu":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+def time_generate(model, batch: int, prompt_len: int, new: int, use_cache: bool, repeats: int,
+                  device: str) -> float:
+    """Median seconds for generating `new` tokens for `batch` rows."""
+    prompt = np.random.default_rng(1).integers(0, model.config.vocab_size, (batch, prompt_len))
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        generate(model, prompt, new, temperature=0, use_cache=use_cache)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def context_sweep(model, contexts: list[int], steps: int, device: str) -> list[tuple[int, float, float]]:
+    """(context length, cached ms per step, uncached ms per step) at batch 1."""
+    rows = []
+    rng = np.random.default_rng(2)
+    V = model.config.vocab_size
+    with autograd.no_grad():
+        for n in contexts:
+            tokens = rng.integers(0, V, (1, n + steps + 1))
+            cached, uncached = [], []
+            dec = Decoder(model, 1, n + steps + 1, use_cache=True)
+            dec.prefill(tokens[:, :n])
+            for i in range(steps):
+                sync(device)
+                t0 = time.perf_counter()
+                dec.step(tokens[:, n + i])
+                sync(device)
+                cached.append(time.perf_counter() - t0)
+            for i in range(max(3, steps // 4)):
+                sync(device)
+                t0 = time.perf_counter()
+                model(tokens[:, :n + 1], last_only=True)
+                sync(device)
+                uncached.append(time.perf_counter() - t0)
+            rows.append((n, 1e3 * statistics.median(cached), 1e3 * statistics.median(uncached)))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--new", default="64,256,1024", help="new-token counts (default 64,256,1024)")
+    ap.add_argument("--batch", default="1,8", help="batch sizes (default 1,8)")
+    ap.add_argument("--prompt", type=int, default=16, help="prompt tokens (default 16)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per cell, median reported (default 3)")
+    ap.add_argument("--uncached-max", type=int, default=256,
+                    help="largest new-token count timed without the cache (default 256; it is slow)")
+    ap.add_argument("--contexts", default="64,128,256,512,1024", help="context lengths of the sweep")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--quick", action="store_true", help="--new 64,256 --repeats 2 --contexts 64,256,1024")
+    args = ap.parse_args()
+    if args.quick:
+        args.new, args.repeats, args.contexts = "64,256", 2, "64,256,1024"
+    news = [int(x) for x in args.new.split(",")]
+    batches = [int(x) for x in args.batch.split(",")]
+    contexts = [int(x) for x in args.contexts.split(",")]
+    block = max(args.prompt + max(news), max(contexts) + 64)
+    model = make_model(block, args.device)
+    cfg = model.config
+    per_tok = kv_cache_numbers_per_token(cfg)
+    print(f"config (b): {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, vocab {cfg.vocab_size}, "
+          f"block_size {block}, {model.num_params():,} parameters, device {args.device}")
+    print(f"KV cache: {per_tok:,} numbers per token (2 x {cfg.n_layer} x {cfg.n_embd}) = "
+          f"{per_tok * 4 / 1024:.0f} KiB float32; preallocated {per_tok * 4 * block / 2**20:.1f} MiB per row")
+    generate(model, np.zeros((1, 4), np.int64), 8, temperature=0)  # warm-up
+
+    print()
+    print(f"{'new':>5} {'batch':>5} {'mode':>9} {'tokens/s':>10} {'ms/step':>9} {'speedup':>8}")
+    for new in news:
+        for batch in batches:
+            t_c = time_generate(model, batch, args.prompt, new, True, args.repeats, args.device)
+            print(f"{new:>5} {batch:>5} {'cached':>9} {batch * new / t_c:>10.1f} {1e3 * t_c / new:>9.2f} {'':>8}",
+                  flush=True)
+            if new <= args.uncached_max:
+                reps = max(1, args.repeats if new <= 64 else 1)
+                t_u = time_generate(model, batch, args.prompt, new, False, reps, args.device)
+                print(f"{new:>5} {batch:>5} {'uncached':>9} {batch * new / t_u:>10.1f} {1e3 * t_u / new:>9.2f} "
+                      f"{t_u / t_c:>7.1f}x", flush=True)
+    print(f"PyTorch 2.13 CPU (quoted, batch 1, 256 tokens): cached {TORCH_MS['cached']} ms/token, "
+          f"uncached {TORCH_MS['uncached']} ms/token ({TORCH_MS['uncached'] / TORCH_MS['cached']:.1f}x)")
+
+    print()
+    print("time per step as the context grows (batch 1; cached: one decode step; uncached: a forward "
+          "over the whole context)")
+    print(f"{'context':>8} {'cached ms':>10} {'uncached ms':>12}")
+    for n, c, u in context_sweep(model, contexts, 20, args.device):
+        print(f"{n:>8} {c:>10.2f} {u:>12.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

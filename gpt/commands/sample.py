@@ -1,0 +1,138 @@
+"""`gpt sample`: text from a trained run, streamed to the terminal as it is generated.
+
+    gpt sample --run runs/default --prompt "def main(" -n 3 --max-new-tokens 200 \
+               --temperature 0.8 --top-k 50 --top-p 0.95 --seed 0
+
+The tokenizer is the one saved in the run's checkpoint. Generation of a sample ends at the
+end-of-text token (when the tokenizer has one), at a --stop string, or after --max-new-tokens.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sample", help="generate text from a trained run (streams to the terminal)",
+        description="Generate text from a run folder or checkpoint with a KV-cached sampler: "
+                    "temperature, top-k, top-p, repetition penalty, stop strings, beam search.",
+        epilog="Temperature 0 is greedy. Samples are separated by a line of dashes. "
+               "Timing and KV-cache memory go to stderr with --stats.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
+    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", metavar="TEXT", default=None,
+                        help="text to continue (default: the end-of-text token, else a newline)")
+    prompt.add_argument("--prompt-file", metavar="FILE", help="read the prompt from a file (UTF-8)")
+    p.add_argument("-n", "--num-samples", type=int, default=1, metavar="N", help="samples to draw (default 1)")
+    p.add_argument("--max-new-tokens", type=int, default=200, metavar="N", help="tokens per sample (default 200)")
+    p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K", help="keep the K most likely tokens (0/omit: off)")
+    p.add_argument("--top-p", type=float, default=None, metavar="P",
+                   help="keep the smallest set of tokens whose probability reaches P (omit: off)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R",
+                   help="CTRL's penalty on tokens already in the context (default 1.0 = off)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="end a sample at this string (repeatable; the string is not printed)")
+    p.add_argument("--no-eot-stop", action="store_true", help="do not stop at the end-of-text token")
+    p.add_argument("--beams", type=int, default=1, metavar="K",
+                   help="beam search with K beams (deterministic; printed when complete)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--no-cache", action="store_true", help="recompute the whole context every step (slow)")
+    p.add_argument("--stats", action="store_true", help="print tokens/s and KV-cache memory to stderr")
+    p.set_defaults(func=run)
+
+
+def _prompt_text(args, tok) -> str:
+    if args.prompt_file:
+        path = Path(args.prompt_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"--prompt-file {args.prompt_file!r} does not exist")
+        return path.read_text(encoding="utf-8")
+    if args.prompt is not None:
+        return args.prompt
+    return "<|endoftext|>" if _eot(tok) is not None else "\n"
+
+
+def _eot(tok):
+    from gpt.data import eot_id
+
+    return eot_id(tok)
+
+
+def _check(args) -> None:
+    if args.num_samples < 1:
+        raise ValueError(f"-n/--num-samples must be >= 1, got {args.num_samples}")
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if args.beams < 1:
+        raise ValueError(f"--beams must be >= 1, got {args.beams}")
+    if args.beams > 1 and args.num_samples > args.beams:
+        raise ValueError(f"-n {args.num_samples} exceeds --beams {args.beams} (beam search returns its best beams)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpt import sample as S
+    from gpt.checkpoint import load_model
+    from gpt.generate import generate, kv_cache_numbers_per_token, stream_text
+
+    _check(args)
+    model, tok, meta = load_model(args.run or args.checkpoint, device=args.device)
+    if tok is None:
+        raise ValueError(f"checkpoint {meta.get('path')!r} holds no tokenizer, so its ids cannot be shown as text")
+    text = _prompt_text(args, tok)
+    ids = tok.encode(text, allowed_special="all")
+    if not ids:
+        raise ValueError("the prompt encodes to no tokens: give at least one character")
+    stop: list = list(args.stop)
+    eot = _eot(tok)
+    if eot is not None and not args.no_eot_stop:
+        stop.append(eot)
+    top_k = args.top_k or None
+    out = sys.stdout
+    shown_prompt = "" if text == "<|endoftext|>" else text
+    t0, n_tokens, cache_nbytes = time.perf_counter(), 0, 0
+    if args.beams > 1:
+        rows = generate(model, [ids], args.max_new_tokens, stop=stop, use_cache=not args.no_cache,
+                        num_samples=args.num_samples, num_beams=args.beams, tokenizer=tok,
+                        repetition_penalty=args.repetition_penalty)
+        for i, row in enumerate(rows):
+            new = [t for t in row[len(ids):].tolist() if t >= 0]
+            n_tokens += len(new)
+            state = S.make_stop_state(stop, tok)
+            for t in new:
+                state.push(t)
+            shown = state.text if state.text_end is not None else tok.decode([t for t in new if t != eot])
+            out.write(("" if i == 0 else "\n" + "-" * 40 + "\n") + shown_prompt + shown + "\n")
+    else:
+        gen = S.make_generator(args.seed)
+        stats: dict = {}
+        for i in range(args.num_samples):
+            if i:
+                out.write("\n" + "-" * 40 + "\n")
+            out.write(shown_prompt)
+            out.flush()
+            for piece in stream_text(model, tok, ids, args.max_new_tokens, stop=stop, generator=gen,
+                                     temperature=args.temperature, top_k=top_k, top_p=args.top_p,
+                                     repetition_penalty=args.repetition_penalty,
+                                     use_cache=not args.no_cache, stats=stats):
+                out.write(piece)
+                out.flush()
+            n_tokens += stats.pop("tokens", 0)
+            cache_nbytes = max(cache_nbytes, stats.get("cache_nbytes", 0))
+        out.write("\n")
+    out.flush()
+    if args.stats:
+        dt = time.perf_counter() - t0
+        cfg = model.config
+        per_token = kv_cache_numbers_per_token(cfg)
+        print(f"{n_tokens} tokens in {dt:.2f} s ({n_tokens / max(dt, 1e-9):.1f} tokens/s); KV cache "
+              f"{per_token:,} numbers per token (2 x {cfg.n_layer} layers x {cfg.n_embd}), "
+              f"{cache_nbytes / 2**20:.2f} MiB preallocated for block_size={cfg.block_size}",
+              file=sys.stderr)
+    return 0
