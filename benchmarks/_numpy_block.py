@@ -1,0 +1,175 @@
+"""One pre-norm transformer block written by hand in plain NumPy, forward and manual backward.
+
+This is the floor for any NumPy-based engine: the same matmuls, the same elementwise math,
+in-place updates wherever an array is owned, and only what the backward needs is kept.
+    h1 = LN1(x);  a = proj(attention(qkv(h1)));  x1 = x + a
+    h2 = LN2(x1); m = fc2(gelu_tanh(fc1(h2)));   out = x1 + m
+Shapes: x (B, T, C); weights stored (in, out) so that y = x @ W + b; N = B * T rows.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def init_params(C: int, rng: np.random.Generator, dtype=np.float32) -> dict[str, np.ndarray]:
+    def w(n_in, n_out):
+        return (rng.standard_normal((n_in, n_out)) * 0.02).astype(dtype)
+
+    def vec(n, base=0.0):
+        return (base + 0.02 * rng.standard_normal(n)).astype(dtype)
+
+    return {
+        "ln1_w": vec(C, 1.0), "ln1_b": vec(C), "attn_w": w(C, 3 * C), "attn_b": vec(3 * C),
+        "proj_w": w(C, C), "proj_b": vec(C), "ln2_w": vec(C, 1.0), "ln2_b": vec(C),
+        "fc_w": w(C, 4 * C), "fc_b": vec(4 * C), "fc2_w": w(4 * C, C), "fc2_b": vec(C),
+    }
+
+
+def _ln_fwd(x, w, b, eps=1e-5):
+    xc = x - x.mean(axis=-1, keepdims=True)
+    rstd = np.square(xc).mean(axis=-1, keepdims=True)
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    xc *= rstd                                   # xhat
+    y = xc * w
+    y += b
+    return y, (xc, rstd)
+
+
+def _ln_bwd(dy, cache, w):
+    xhat, rstd = cache
+    t = dy * xhat
+    dw = t.sum(axis=0)
+    db = dy.sum(axis=0)
+    t *= w                                       # dxhat * xhat
+    dxhat = dy * w
+    c2 = t.mean(axis=-1, keepdims=True)
+    c1 = dxhat.mean(axis=-1, keepdims=True)
+    np.multiply(xhat, c2, out=t)
+    dxhat -= t
+    dxhat -= c1
+    dxhat *= rstd
+    return dxhat, dw, db
+
+
+def _gelu_fwd(u):
+    t = u * u
+    t *= 0.044715
+    t += 1.0
+    t *= u
+    t *= _GELU_C
+    np.tanh(t, out=t)
+    y = t + 1.0
+    y *= u
+    y *= 0.5
+    return y, t
+
+
+def _gelu_bwd(dy, u, t):
+    # d/du = 0.5 (1 + t) + 0.5 u (1 - t^2) c (1 + 3 * 0.044715 u^2)
+    inner = u * u
+    inner *= 3 * 0.044715
+    inner += 1.0
+    inner *= u
+    inner *= 0.5 * _GELU_C
+    s = t * t
+    np.subtract(1.0, s, out=s)
+    inner *= s
+    np.add(t, 1.0, out=s)
+    s *= 0.5
+    inner += s
+    inner *= dy
+    return inner
+
+
+def forward_backward(x, p, dout, n_head):
+    """Run the block on x (B, T, C); return (out, grads) with grads[name] for x and each param."""
+    B, T, C = x.shape
+    N, hs = B * T, C // n_head
+    scale = 1.0 / math.sqrt(hs)
+    x2 = x.reshape(N, C)
+    # ---- forward
+    h1, ln1 = _ln_fwd(x2, p["ln1_w"], p["ln1_b"])
+    qkv = h1 @ p["attn_w"]
+    qkv += p["attn_b"]
+    qkv4 = qkv.reshape(B, T, 3, n_head, hs)
+    q = qkv4[:, :, 0].transpose(0, 2, 1, 3)             # (B, H, T, hs)
+    k = qkv4[:, :, 1].transpose(0, 2, 1, 3)
+    v = qkv4[:, :, 2].transpose(0, 2, 1, 3)
+    s = q @ k.transpose(0, 1, 3, 2)                       # (B, H, T, T)
+    s *= scale
+    np.copyto(s, -np.inf, where=np.triu(np.ones((T, T), dtype=bool), k=1))
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    att = s                                              # probabilities
+    y = att @ v                                          # (B, H, T, hs)
+    y2 = y.transpose(0, 2, 1, 3).reshape(N, C)          # copy: (N, C)
+    a = y2 @ p["proj_w"]
+    a += p["proj_b"]
+    a += x2                                              # x1 = x + a
+    x1 = a
+    h2, ln2 = _ln_fwd(x1, p["ln2_w"], p["ln2_b"])
+    u = h2 @ p["fc_w"]
+    u += p["fc_b"]
+    g, t = _gelu_fwd(u)
+    m = g @ p["fc2_w"]
+    m += p["fc2_b"]
+    m += x1
+    out = m.reshape(B, T, C)
+    # ---- backward
+    grads = {}
+    d = dout.reshape(N, C)
+    grads["fc2_w"] = g.T @ d
+    grads["fc2_b"] = d.sum(axis=0)
+    dg = d @ p["fc2_w"].T
+    del g
+    du = _gelu_bwd(dg, u, t)
+    del dg, u, t
+    grads["fc_w"] = h2.T @ du
+    grads["fc_b"] = du.sum(axis=0)
+    dh2 = du @ p["fc_w"].T
+    del du, h2
+    dx1, grads["ln2_w"], grads["ln2_b"] = _ln_bwd(dh2, ln2, p["ln2_w"])
+    del dh2, ln2
+    dx1 += d                                             # residual
+    grads["proj_w"] = y2.T @ dx1
+    grads["proj_b"] = dx1.sum(axis=0)
+    dy2 = dx1 @ p["proj_w"].T
+    del y2
+    dy = dy2.reshape(B, T, n_head, hs).transpose(0, 2, 1, 3)   # (B, H, T, hs) view
+    dqkv = np.empty((B, T, 3, n_head, hs), dtype=x.dtype)
+    dv = dqkv[:, :, 2].transpose(0, 2, 1, 3)
+    np.matmul(att.transpose(0, 1, 3, 2), dy, out=dv)
+    datt = dy @ v.transpose(0, 1, 3, 2)                  # (B, H, T, T)
+    dd = (dy * y).sum(axis=-1, keepdims=True)
+    del y
+    datt -= dd
+    datt *= att
+    datt *= scale
+    del att
+    np.matmul(datt, k, out=dqkv[:, :, 0].transpose(0, 2, 1, 3))
+    np.matmul(datt.transpose(0, 1, 3, 2), q, out=dqkv[:, :, 1].transpose(0, 2, 1, 3))
+    del datt, dy2, dy
+    dqkv2 = dqkv.reshape(N, 3 * C)
+    grads["attn_w"] = h1.T @ dqkv2
+    grads["attn_b"] = dqkv2.sum(axis=0)
+    dh1 = dqkv2 @ p["attn_w"].T
+    del dqkv, dqkv2, h1, qkv
+    dx, grads["ln1_w"], grads["ln1_b"] = _ln_bwd(dh1, ln1, p["ln1_w"])
+    dx += dx1
+    grads["x"] = dx.reshape(B, T, C)
+    return out, grads
+
+
+def matmul_flops(B: int, T: int, C: int, n_head: int) -> int:
+    """Matmul FLOPs (2 M N K each) of one forward of the block (full, unmasked attention)."""
+    N, hs = B * T, C // n_head
+    linear = 2 * N * C * (3 * C) + 2 * N * C * C + 2 * N * C * (4 * C) * 2
+    attention = 2 * (2 * B * n_head * T * T * hs)
+    return linear + attention
