@@ -4,7 +4,8 @@
     from nn.optim import AdamW, warmup_cosine, clip_grad_norm
     from nn.checkpoint import save_safetensors, load_safetensors
 """
-from nn.module import Module, Parameter, ModuleList, ModuleDict, Sequential  # noqa: F401
+from nn.module import Module, Parameter  # noqa: F401
+from nn.containers import ModuleList, ModuleDict, Sequential  # noqa: F401
 from nn.linear import Linear  # noqa: F401
 from nn.embedding import Embedding  # noqa: F401
 from nn.norm import LayerNorm, RMSNorm  # noqa: F401

@@ -9,8 +9,9 @@ once, under the name it is first reached by, so optimizers update it once and
 """
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -39,6 +40,9 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list
     unexpected_keys: list
+
+
+_hook_ids = itertools.count()
 
 
 class _HookHandle:
@@ -132,9 +136,7 @@ class Module:
 
     def register_forward_hook(self, fn: Callable) -> _HookHandle:
         """Call `fn(module, args, output)` after every forward; a non-None return replaces the output."""
-        key = id(fn) ^ len(self._forward_hooks) << 1
-        while key in self._forward_hooks:
-            key += 1
+        key = next(_hook_ids)
         self._forward_hooks[key] = fn
         return _HookHandle(self._forward_hooks, key)
 
@@ -371,114 +373,3 @@ class Module:
             lines.extend("  " + s for s in sub[1:])
         lines.append(")")
         return lines
-
-
-class ModuleList(Module):
-    """A list of modules, registered under "0", "1", ... (`h.0.attn...`)."""
-
-    def __init__(self, modules: Iterable[Module] = ()):
-        super().__init__()
-        for m in modules:
-            self.append(m)
-
-    def append(self, module: Module) -> ModuleList:
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleList holds Modules, got {type(module).__name__}")
-        setattr(self, str(len(self._modules)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        items = list(self._modules.values())
-        if isinstance(idx, slice):
-            return ModuleList(items[idx])
-        if not -len(items) <= idx < len(items):
-            raise IndexError(f"ModuleList index {idx} out of range for length {len(items)}")
-        return items[idx]
-
-    def forward(self, *args, **kwargs):
-        raise TypeError("ModuleList is a container: call its modules, not the list")
-
-
-class ModuleDict(Module):
-    """An ordered mapping name -> module (`transformer.wte`, `transformer.h`, ...)."""
-
-    def __init__(self, modules: dict | Iterable[tuple[str, Module]] | None = None):
-        super().__init__()
-        if modules is not None:
-            items = modules.items() if isinstance(modules, dict) else modules
-            for name, m in items:
-                self[name] = m
-
-    def __setitem__(self, name: str, module: Module) -> None:
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleDict[{name!r}] must be a Module, got {type(module).__name__}")
-        if not isinstance(name, str) or not name or "." in name:
-            raise ValueError(f"ModuleDict key must be a non-empty string without '.', got {name!r}")
-        setattr(self, name, module)
-
-    def __getitem__(self, name: str) -> Module:
-        try:
-            return self._modules[name]
-        except KeyError:
-            raise KeyError(f"ModuleDict has no module {name!r}; it has {list(self._modules)}") from None
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._modules
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-    def forward(self, *args, **kwargs):
-        raise TypeError("ModuleDict is a container: call its modules, not the dict")
-
-
-class Sequential(Module):
-    """Modules applied in order: `Sequential(Linear(4, 8), ReLU(), Linear(8, 2))(x)`."""
-
-    def __init__(self, *modules: Module):
-        super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], dict):
-            for name, m in modules[0].items():
-                setattr(self, name, m)
-        else:
-            for i, m in enumerate(modules):
-                if not isinstance(m, Module):
-                    raise TypeError(f"Sequential argument {i} must be a Module, got {type(m).__name__}")
-                setattr(self, str(i), m)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx: int) -> Module:
-        return list(self._modules.values())[idx]
-
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x

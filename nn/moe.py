@@ -12,7 +12,8 @@ import autograd
 from autograd.tensor import Tensor
 from nn.linear import Linear
 from nn.mlp import MLP
-from nn.module import Module, ModuleList
+from nn.containers import ModuleList
+from nn.module import Module
 
 
 class MoE(Module):
@@ -56,7 +57,7 @@ class MoE(Module):
         gates = autograd.softmax(logits.reshape(-1)[picked].reshape(N, k), axis=-1)  # (N, k)
 
         expert_of = top.reshape(-1)                               # (N*k,) expert of assignment a
-        order = xp.argsort(expert_of, kind="stable")              # assignments grouped by expert
+        order = xp.argsort(expert_of)                             # assignments grouped by expert
         token_of = order // k                                     # token of each sorted assignment
         counts = xp.bincount(expert_of, minlength=E)              # (E,)
         outputs, start = [], 0
