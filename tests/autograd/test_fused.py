@@ -312,3 +312,34 @@ def test_exports_and_methods():
                  "scaled_dot_product_attention"):
         assert getattr(autograd, name) is getattr(ops, name)
     np.testing.assert_allclose(x.softmax(0).numpy(), ops.softmax(x, axis=0).numpy())
+
+
+# ---- GPU -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not autograd.cuda_available(), reason="needs CuPy and an NVIDIA GPU")
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy", "layer_norm", "rms_norm",
+                                  "attention", "attention_mask"])
+def test_fused_ops_on_gpu_match_cpu(name):
+    x = RNG.standard_normal((2, 3, 4, 5))
+    w, b = RNG.standard_normal(5), RNG.standard_normal(5)
+    targets = RNG.integers(0, 5, size=(6, 4))
+    targets[0, 0] = -100
+    mask = RNG.random((2, 1, 4, 4)) > 0.3
+    fns = {
+        "softmax": (lambda x, w, b: ops.softmax(x, axis=1)),
+        "log_softmax": (lambda x, w, b: ops.log_softmax(x)),
+        "cross_entropy": (lambda x, w, b: ops.cross_entropy(x.reshape(6, 4, 5), targets)),
+        "layer_norm": (lambda x, w, b: ops.layer_norm(x, w, b)),
+        "rms_norm": (lambda x, w, b: ops.rms_norm(x, w)),
+        "attention": (lambda x, w, b: ops.scaled_dot_product_attention(x[:, :, :2], x, x * 0.5)),
+        "attention_mask": (lambda x, w, b: ops.scaled_dot_product_attention(
+            x[..., :4], x[..., 1:], x, causal=False, attn_mask=mask)),
+    }
+    results = []
+    for device in ("cpu", "cuda"):
+        ts = [Tensor(a, requires_grad=True, device=device) for a in (x, w, b)]
+        out = fns[name](*ts)
+        out.backward(Tensor(np.ones(out.shape), device=device).data)
+        results.append([out.numpy()] + [t.grad if device == "cpu" else t.grad.get() for t in ts if t.grad is not None])
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-9, atol=1e-12)
