@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import autograd
 from autograd import Tensor, no_grad
@@ -65,6 +66,24 @@ def test_count_formula_equals_built_parameters_for_every_variant(pos, norm, mlp)
         assert sum(p.size for p in model.parameters()) == cfg.count_params()
 
 
+@given(
+    n_layer=st.integers(1, 3), n_head=st.integers(1, 3), head_dim=st.sampled_from([2, 4, 6]),
+    vocab=st.integers(1, 40), block=st.integers(1, 20), hidden=st.one_of(st.none(), st.integers(1, 30)),
+    pos=st.sampled_from(POS), norm=st.sampled_from(NORM), mlp=st.sampled_from(MLP), experts=st.integers(1, 3),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+)
+def test_count_formula_equals_built_parameters_for_random_shapes(n_layer, n_head, head_dim, vocab, block,
+                                                                  hidden, pos, norm, mlp, experts, flags):
+    prenorm, residual, bias, tied = flags
+    cfg = GPTConfig(vocab_size=vocab, block_size=block, n_layer=n_layer, n_head=n_head,
+                    n_embd=n_head * head_dim, mlp_hidden=hidden, pos=pos, norm=norm, mlp=mlp,
+                    n_experts=experts, moe_top_k=1, prenorm=prenorm, residual=residual, bias=bias,
+                    tie_weights=tied)
+    model = GPT(cfg)
+    assert model.num_params() == cfg.count_params()
+    assert sum(cfg.breakdown().values()) == cfg.count_params()
+
+
 def test_init_is_gpt2s_scaled_normal_with_zero_biases():
     cfg = GPTConfig(vocab_size=64, block_size=16, n_layer=4, n_head=4, n_embd=128)
     autograd.manual_seed(0)
@@ -75,6 +94,18 @@ def test_init_is_gpt2s_scaled_normal_with_zero_biases():
     assert np.std(sd["transformer.h.3.attn.c_proj.weight"]) == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
     assert not np.any(sd["transformer.h.1.attn.c_attn.bias"])
     assert np.all(sd["transformer.ln_f.weight"] == 1) and not np.any(sd["transformer.ln_f.bias"])
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(pos="rope", mlp="moe", tie_weights=False)])
+def test_state_dict_round_trip_reproduces_logits_bit_for_bit(variant):
+    cfg = small_cfg(**variant)
+    a, b = build(cfg, seed=1, dtype=np.float32), build(cfg, seed=2, dtype=np.float32)
+    sd = {k: v.copy() for k, v in a.state_dict().items()}
+    assert sorted(sd) == sorted(n for n, _ in a.named_parameters())  # rope/sinusoid tables are not saved
+    b.load_state_dict(sd)
+    idx, _ = batch(cfg, T=6)
+    with no_grad():
+        np.testing.assert_array_equal(a(idx)[0].numpy(), b(idx)[0].numpy())
 
 
 def test_report_counts_the_built_model():
