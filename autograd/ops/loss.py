@@ -20,6 +20,27 @@ from autograd.function import Function
 _REDUCTIONS = ("mean", "sum", "none")
 
 
+# Rows per block of the forward's logsumexp: the exp temporary stays near 16 MiB of float32
+# however large N * V is (a GPT-2 batch of logits is gigabytes).
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def _logsumexp_rows(x2):
+    """log(sum(exp(x2), axis=1)) as (N, 1), stable, computed in row blocks."""
+    xp = xp_of(x2)
+    N, V = x2.shape
+    lse = x2.max(axis=1, keepdims=True)                        # (N, 1), the shift
+    step = max(1, _BLOCK_ELEMENTS // max(V, 1))
+    for lo in range(0, N, step):
+        hi = min(N, lo + step)
+        e = xp.subtract(x2[lo:hi], lse[lo:hi])
+        xp.exp(e, out=e)
+        s = e.sum(axis=1, keepdims=True)
+        xp.log(s, out=s)
+        lse[lo:hi] += s
+    return lse
+
+
 class CrossEntropy(Function):
     def forward(self, x, targets, ignore_index=-100, reduction="mean"):
         xp = xp_of(x)
@@ -29,13 +50,7 @@ class CrossEntropy(Function):
         valid = t != ignore_index
         safe_t = xp.where(valid, t, 0)
         rows = xp.arange(x2.shape[0])
-        m = x2.max(axis=1, keepdims=True)                      # (N, 1)
-        e = x2 - m
-        xp.exp(e, out=e)
-        lse = e.sum(axis=1, keepdims=True)                     # (N, 1)
-        del e
-        xp.log(lse, out=lse)
-        lse += m
+        lse = _logsumexp_rows(x2)                              # (N, 1)
         losses = lse[:, 0] - x2[rows, safe_t]                  # (N,)
         losses *= valid
         self.x2, self.lse, self.safe_t, self.valid = x2, lse, safe_t, valid

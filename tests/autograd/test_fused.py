@@ -130,6 +130,15 @@ def test_cross_entropy_matches_composed(reduction, lead):
                 lambda x: cross_entropy_ref(x, targets, reduction=reduction), [logits])
 
 
+def test_cross_entropy_in_row_blocks_matches_composed(monkeypatch):
+    import autograd.ops.loss as loss_module
+
+    monkeypatch.setattr(loss_module, "_BLOCK_ELEMENTS", 7)   # 1 row per block for V = 5
+    logits = RNG.standard_normal((3, 4, 5)) * 4
+    targets = RNG.integers(0, 5, size=(3, 4))
+    assert_same(lambda x: ops.cross_entropy(x, targets), lambda x: cross_entropy_ref(x, targets), [logits])
+
+
 def test_cross_entropy_custom_ignore_index_and_values():
     logits = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3]]))
     targets = np.array([0, 2, 1])
