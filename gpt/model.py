@@ -104,18 +104,6 @@ class GPT(nn.Module):
         """Per block, the dict of activations of the last forward (see gpt/block.py)."""
         return [block.record for block in self.transformer.h]
 
-    def generate(self, idx: Any, max_new_tokens: int, **options: Any):
-        """Sample continuations of idx (see `gpt.generate.generate` for the options)."""
-        from gpt.generate import generate
-
-        return generate(self, idx, max_new_tokens, **options)
-
-    def stream(self, idx: Any, max_new_tokens: int, **options: Any):
-        """Yield new tokens as they are sampled (see `gpt.generate.stream`)."""
-        from gpt.generate import stream
-
-        return stream(self, idx, max_new_tokens, **options)
-
     def report(self, dtype: Any = None) -> str:
         """Parameter breakdown, weights and KV-cache bytes per token (gpt/report.py)."""
         from gpt.report import report
