@@ -49,3 +49,27 @@ def f64(*shape, seed: int = 0, scale: float = 1.0) -> Tensor:
     """A float64 leaf tensor of normal draws that requires grad."""
     rng = np.random.default_rng(seed)
     return Tensor(rng.standard_normal(shape) * scale, requires_grad=True)
+
+
+def functional(module):
+    """fn(x, *params) that runs `module` on x with its parameters replaced by the given tensors,
+    so autograd.gradcheck (which perturbs its own copies of the inputs) can check parameters."""
+    slots = []
+    for name, _ in module.named_parameters():
+        *path, leaf = name.split(".")
+        owner = module
+        for part in path:
+            owner = getattr(owner, part)
+        slots.append((owner, leaf))
+
+    def fn(x, *params):
+        saved = [getattr(owner, leaf) for owner, leaf in slots]
+        try:
+            for (owner, leaf), p in zip(slots, params):
+                object.__setattr__(owner, leaf, p)  # bypass registration: a temporary swap
+            return module(x)
+        finally:
+            for (owner, leaf), p in zip(slots, saved):
+                object.__setattr__(owner, leaf, p)
+
+    return fn

@@ -182,3 +182,25 @@ def test_init_helpers():
     a = nn.Linear(5, 5).weight.data.copy()
     autograd.manual_seed(3)
     assert np.array_equal(nn.Linear(5, 5).weight.data, a)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.Linear(3, 2), lambda: nn.LayerNorm(4), lambda: nn.RMSNorm(4), lambda: nn.MLP(4, hidden=3),
+    lambda: nn.SwiGLU(4, hidden=2), lambda: nn.MultiHeadAttention(4, 2, rope=nn.RotaryEmbedding(2, 4)),
+    lambda: nn.MoE(4, 3, n_experts=3, top_k=2),
+], ids=["linear", "layernorm", "rmsnorm", "mlp", "swiglu", "attention", "moe"])
+def test_autograd_gradcheck_agrees_for_every_parameter_element(make):
+    from tests.nn.gradcheck_util import functional
+
+    module = make().double()
+    width = 3 if isinstance(module, nn.Linear) else 4
+    x = f64(1, 3, width)
+    fn, params = functional(module), list(module.parameters())
+    # the swap is real: other parameter values change the output (so no check passes vacuously)
+    rng = np.random.default_rng(5)
+    shifted = [Tensor(p.data + rng.standard_normal(p.shape)) for p in params]
+    for i in range(len(params)):
+        moved = params[:i] + [shifted[i]] + params[i + 1:]
+        assert not np.allclose(fn(x, *moved).data, module(x).data), f"parameter {i} not swapped in"
+    report = autograd.gradcheck(fn, [x, *params], atol=1e-7, rtol=1e-5)
+    assert report.ok and len(report.checked) == 1 + len(list(module.parameters()))

@@ -217,3 +217,15 @@ def test_repr_shows_the_tree_with_shapes_and_counts():
     assert "(embed): Affine()  # 16 params: weight (3, 4), bias (4,)" in text
     assert "(0): Affine()  # 20 params" in text
     assert "67 params" in text.splitlines()[0]
+
+
+def test_deepcopy_gives_an_independent_module_with_the_same_outputs():
+    import copy
+
+    net = Net()
+    twin = copy.deepcopy(net)
+    x = Tensor(np.ones((2, 3), np.float32))
+    assert np.array_equal(net(x).data, twin(x).data)
+    twin.embed.weight.data += 1
+    assert not np.array_equal(net(x).data, twin(x).data)
+    assert [n for n, _ in twin.named_parameters()] == NAMES
