@@ -1,0 +1,46 @@
+"""Shared fixtures: small tokenizers trained once per session, the cl100k file's location."""
+from pathlib import Path
+
+import pytest
+
+from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
+from bpe.corpus import default_corpus_files
+
+REPO = Path(__file__).resolve().parents[2]
+CL100K = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
+
+PROSE = (
+    "The quick brown fox jumps over the lazy dog. It's 3.14159 o'clock; don't panic!\n"
+    "Numbers: 1234567890 12,345.67 -42 0x1F.  Tabs\tand   spaces   \n\n\n"
+    "Ünïcödé: naïve café, Straße, Ελληνικά, русский текст, 日本語のテキスト, 中文字符, 한국어, "
+    "עברית, العربية, हिन्दी, emoji 🎉👩‍👩‍👧 and combining e\u0301.\r\n"
+)
+
+
+def small_corpus_texts() -> list[str]:
+    files = [f for f in default_corpus_files() if f.stat().st_size < 60_000][:60]
+    return [f.read_text(encoding="utf-8", errors="replace") for f in files] + [PROSE * 5]
+
+
+@pytest.fixture(scope="session")
+def corpus_texts() -> list[str]:
+    return small_corpus_texts()
+
+
+@pytest.fixture(scope="session")
+def tok4(corpus_texts) -> Tokenizer:
+    return Tokenizer.train_from_iterator(corpus_texts, vocab_size=1200, pattern=GPT4_PATTERN,
+                                         special_tokens=["<|endoftext|>", "<|fim|>"], workers=1)
+
+
+@pytest.fixture(scope="session")
+def tok2(corpus_texts) -> Tokenizer:
+    return Tokenizer.train_from_iterator(corpus_texts, vocab_size=1200, pattern=GPT2_PATTERN,
+                                         special_tokens=["<|endoftext|>"], workers=1)
+
+
+@pytest.fixture(scope="session")
+def cl100k_path() -> Path:
+    if not CL100K.exists():
+        pytest.skip(f"{CL100K} is absent (the reference cl100k_base.tiktoken is not in this checkout)")
+    return CL100K

@@ -1,0 +1,77 @@
+"""A Tokenizer read from cl100k_base.tiktoken encodes exactly like tiktoken's cl100k (offline)."""
+import pytest
+from hypothesis import given, strategies as st
+
+from bpe import GPT4_PATTERN, Tokenizer
+
+from .conftest import PROSE
+
+tiktoken = pytest.importorskip("tiktoken")
+from tiktoken.load import load_tiktoken_bpe  # noqa: E402
+
+SPECIALS = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
+
+CODE = '''
+def fibonacci(n: int) -> list[int]:
+    """Return the first n Fibonacci numbers."""
+    a, b = 0, 1
+    out = []
+    for _ in range(n):
+        out.append(a)
+        a, b = b, a + b
+    return out
+
+if __name__ == "__main__":
+\tprint(fibonacci(10))   # trailing spaces   
+'''
+
+
+@pytest.fixture(scope="module")
+def pair(cl100k_path):
+    ours = Tokenizer.from_tiktoken(cl100k_path, pattern=GPT4_PATTERN, special_tokens=SPECIALS)
+    ranks = load_tiktoken_bpe(str(cl100k_path))  # a local path: no network
+    theirs = tiktoken.Encoding("cl100k_base", pat_str=GPT4_PATTERN, mergeable_ranks=ranks,
+                               special_tokens=SPECIALS)
+    return ours, theirs
+
+
+def test_ids_are_the_files_ranks(pair):
+    ours, theirs = pair
+    assert ours.encode("!") == [0] == theirs.encode("!")  # rank 0 is '!', not byte 0
+    assert ours.token_bytes(0) == b"!"
+    assert ours.vocab_size == theirs.n_vocab == 100277
+
+
+@pytest.mark.parametrize("text", [
+    PROSE, CODE, PROSE * 3 + CODE * 2,
+    "1234567890 123 12 1 99999999999999",
+    "   leading and trailing   \n\n\n   \t\t\n",
+    "ÀÁÂÃÄÅÆÇÈÉ àáâãäåæçèé ĀāĂăĄą",
+    "Привет мир! Γειά σου Κόσμε! こんにちは世界 你好世界 안녕하세요 مرحبا بالعالم שלום עולם",
+    "emoji: 🎉🔥💯 flags 🇫🇷🇯🇵 family 👨‍👩‍👧‍👦 skin 👍🏽",
+    "I'm you're he's we've they'll I'd DON'T It'S",
+    "https://example.com/path?q=1&b=two#frag user@example.org",
+    "a" * 5000, " " * 3000 + "x", "\r\n\r\n" * 100,
+])
+def test_encodes_like_tiktoken_cl100k(pair, text):
+    ours, theirs = pair
+    assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
+def test_special_tokens_like_tiktoken(pair):
+    ours, theirs = pair
+    text = "<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>  return 1<|endoftext|>"
+    assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+    assert ours.encode(text, disallowed_special=()) == theirs.encode(text, disallowed_special=())
+    with pytest.raises(ValueError):
+        ours.encode(text)
+    with pytest.raises(ValueError):
+        theirs.encode(text)
+
+
+@given(text=st.text(max_size=300))
+def test_arbitrary_text_like_tiktoken(pair, text):
+    ours, theirs = pair
+    assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+    assert ours.decode(ours.encode_ordinary(text)) == text

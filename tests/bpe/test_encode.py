@@ -1,0 +1,115 @@
+"""Encoding: lossless, identical to tiktoken on the same ranks, linear on long pieces,
+tiktoken's special-token policy."""
+import pytest
+from hypothesis import given, strategies as st
+
+from bpe import Tokenizer
+from bpe.bytepair import merge_long, merge_small
+
+from .conftest import PROSE
+
+tiktoken = pytest.importorskip("tiktoken")
+
+unicode_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200
+) | st.text(alphabet=st.sampled_from(list(" \t\n\r\x0b\x0c\u00a0\u2028\u3000") + ["a", "🎉", "\u0301", "字", "1"]),
+            max_size=200)
+
+
+def tiktoken_of(tok):
+    return tiktoken.Encoding("ours", pat_str=tok.pattern, mergeable_ranks=tok.mergeable_ranks,
+                             special_tokens=tok.special_tokens)
+
+
+@given(text=unicode_text)
+def test_decode_encode_roundtrip(tok4, text):
+    assert tok4.decode(tok4.encode_ordinary(text)) == text
+    assert tok4.decode_bytes(tok4.encode_ordinary(text)) == text.encode("utf-8")
+
+
+@given(text=unicode_text)
+def test_matches_tiktoken_built_from_our_ranks(tok4, tok2, text):
+    for tok in (tok4, tok2):
+        assert tok.encode_ordinary(text) == tiktoken_of(tok).encode_ordinary(text)
+
+
+def test_matches_tiktoken_on_real_text(tok4, tok2, corpus_texts):
+    text = "".join(corpus_texts[-8:]) + PROSE
+    for tok in (tok4, tok2):
+        enc = tiktoken_of(tok)
+        assert tok.encode(text) == enc.encode(text)
+        t = text + "<|endoftext|>" + text[:500]
+        assert tok.encode(t, allowed_special="all") == enc.encode(t, allowed_special="all")
+
+
+def test_cache_does_not_change_results(tok4, corpus_texts):
+    text = corpus_texts[3]
+    copy = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
+    first = copy.encode(text)
+    assert copy.encode(text) == first == tok4.encode(text)
+    assert copy.encode(text[:100]) == first[: len(copy.encode(text[:100]))]
+
+
+@given(data=st.binary(min_size=0, max_size=300))
+def test_long_piece_algorithm_equals_short_piece_algorithm(tok4, data):
+    ranks = tok4.mergeable_ranks
+    assert merge_long(ranks, data) == merge_small(ranks, data)
+
+
+def test_long_runs_are_not_quadratic(tok4):
+    # 100,000 copies of one letter are one piece under the GPT-4 pattern.
+    text = "a" * 100_000
+    ids = tok4.encode(text)
+    assert tok4.decode(ids) == text
+    assert ids == tiktoken_of(tok4).encode(text)
+    spaces = " " * 50_000 + "x"
+    assert tok4.encode(spaces) == tiktoken_of(tok4).encode(spaces)
+
+
+def test_special_tokens_policy(tok4):
+    text = "hello <|endoftext|> world"
+    with pytest.raises(ValueError, match="disallowed special token '<\\|endoftext\\|>'"):
+        tok4.encode(text)
+    eot = tok4.special_tokens["<|endoftext|>"]
+    assert eot in tok4.encode(text, allowed_special="all")
+    assert eot in tok4.encode(text, allowed_special={"<|endoftext|>"})
+    ordinary = tok4.encode(text, disallowed_special=())
+    assert eot not in ordinary and ordinary == tok4.encode_ordinary(text)
+    # Allowing one special does not allow the other.
+    with pytest.raises(ValueError, match="<\\|fim\\|>"):
+        tok4.encode("<|fim|><|endoftext|>", allowed_special={"<|endoftext|>"})
+    assert tok4.encode("<|fim|><|endoftext|>", allowed_special={"<|endoftext|>"}, disallowed_special=()) \
+        == tok4.encode_ordinary("<|fim|>") + [eot]
+    with pytest.raises(ValueError, match="unknown special tokens"):
+        tok4.encode("x", allowed_special={"<|nope|>"})
+    assert tok4.decode(tok4.encode(text, allowed_special="all")) == text
+
+
+def test_decode_never_raises_on_partial_utf8(tok4):
+    ids = tok4.encode("日本")
+    b = tok4.decode_bytes(ids)
+    single = [i for i in range(256) if tok4.token_bytes(i) == b[:1]]
+    assert tok4.decode(single) == "\ufffd"
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tok4.decode([tok4.vocab_size + 5])
+
+
+def test_token_bytes_and_sizes(tok4):
+    assert tok4.vocab_size == 1200 and tok4.n_merges == 1200 - 256 - 2
+    assert tok4.token_bytes(tok4.special_tokens["<|fim|>"]) == b"<|fim|>"
+    assert sorted(len(tok4.token_bytes(i)) for i in range(256)) == [1] * 256
+    with pytest.raises(ValueError):
+        tok4.token_bytes(10**9)
+
+
+def test_encode_batch_equals_encode(tok4, corpus_texts):
+    texts = corpus_texts[:20] + ["", "x<|endoftext|>y"]
+    want = [tok4.encode(t, allowed_special="all") for t in texts]
+    assert tok4.encode_batch(texts, workers=1, allowed_special="all") == want
+    big = texts * 6  # over the size where processes are used
+    assert tok4.encode_batch(big, workers=2, allowed_special="all") == want * 6
+
+
+def test_encode_rejects_bytes(tok4):
+    with pytest.raises(TypeError, match="expects str"):
+        tok4.encode(b"abc")

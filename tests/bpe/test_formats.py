@@ -1,0 +1,158 @@
+"""Files: our JSON, .tiktoken, GPT-2's encoder.json + vocab.bpe, Hugging Face tokenizer.json.
+Round trips are exact; malformed files fail with the file and the line or field named."""
+import json
+import os
+
+import pytest
+
+from bpe import GPT2_PATTERN, Tokenizer
+
+from .conftest import PROSE
+
+SAMPLE = PROSE + "def f(x):\n    return x ** 2  # comment\n\n" + "x<|endoftext|>y"
+
+
+def same_encoding(a, b, text=SAMPLE):
+    return a.encode(text, allowed_special="all") == b.encode(text, allowed_special="all")
+
+
+def test_json_roundtrip(tok4, tmp_path):
+    p = tmp_path / "tok.json"
+    tok4.save(p)
+    d = json.loads(p.read_text())
+    assert d["version"] == 1 and d["pattern"] == tok4.pattern
+    assert d["special_tokens"] == {"<|endoftext|>": 1198, "<|fim|>": 1199}
+    assert [tuple(m) for m in d["merges"]] == tok4.merges
+    back = Tokenizer.load(p)
+    assert back.merges == tok4.merges and back.special_tokens == tok4.special_tokens
+    assert same_encoding(back, tok4)
+
+
+def test_tiktoken_roundtrip(tok4, tmp_path):
+    p = tmp_path / "tok.tiktoken"
+    tok4.save_tiktoken(p)
+    back = Tokenizer.from_tiktoken(p, pattern=tok4.pattern, special_tokens=tok4.special_tokens)
+    assert back.mergeable_ranks == tok4.mergeable_ranks
+    assert same_encoding(back, tok4)
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    assert load_tiktoken_bpe(str(p)) == tok4.mergeable_ranks
+    # A vocabulary that is not a merge list (tiktoken ranks) saves to JSON as tokens.
+    j = tmp_path / "from_tiktoken.json"
+    back.save(j)
+    assert "tokens" in json.loads(j.read_text())
+    again = Tokenizer.load(j)
+    assert again.mergeable_ranks == tok4.mergeable_ranks and same_encoding(again, tok4)
+
+
+def test_gpt2_files_roundtrip_and_huggingface_reads_them(tok2, tmp_path):
+    enc, bpe_ = tmp_path / "encoder.json", tmp_path / "vocab.bpe"
+    tok2.save_gpt2_files(enc, bpe_)
+    back = Tokenizer.from_gpt2_files(enc, bpe_)
+    assert back.pattern == GPT2_PATTERN
+    assert back.special_tokens == {"<|endoftext|>": 1199}
+    assert back.mergeable_ranks == tok2.mergeable_ranks
+    assert same_encoding(back, tok2)
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE.from_file(str(enc), str(bpe_)))
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    text = SAMPLE.replace("<|endoftext|>", "")
+    assert hf.encode(text).ids == tok2.encode(text)
+
+
+@pytest.mark.parametrize("which", ["tok2", "tok4"])
+def test_huggingface_export_encodes_identically(which, request, tmp_path, corpus_texts):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = request.getfixturevalue(which)
+    p = tmp_path / "tokenizer.json"
+    tok.save_huggingface(p)
+    hf = tokenizers.Tokenizer.from_file(str(p))
+    for text in [SAMPLE, corpus_texts[5], corpus_texts[-1], "a" * 3000, "  \n\n\t x  y\r\n"]:
+        ids = tok.encode(text, allowed_special="all")
+        assert hf.encode(text).ids == ids
+        assert hf.decode(ids, skip_special_tokens=False) == text
+
+
+# ---- malformed files ------------------------------------------------------------
+
+
+def test_truncated_json_names_file_and_line(tok4, tmp_path):
+    p = tmp_path / "tok.json"
+    tok4.save(p)
+    text = p.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=r"cut.json: not valid JSON \(line \d+"):
+        Tokenizer.load(cut)
+
+
+@pytest.mark.parametrize("patch, field", [
+    ({"pattern": 3}, "'pattern'"),
+    ({"version": 99}, "'version'"),
+    ({"merges": [[1, 2], [3]]}, r"'merges\[1\]'"),
+    ({"merges": [[1, -2]]}, r"'merges\[0\]\[1\]'"),
+    ({"merges": [[1, 5000]]}, "merge 0"),
+    ({"special_tokens": {"<x>": "a"}}, r"special_tokens\['<x>'\]"),
+])
+def test_bad_json_fields_are_named(tmp_path, patch, field):
+    d = {"format": "bpe-tokenizer", "version": 1, "pattern": GPT2_PATTERN, "merges": [[97, 98]], "special_tokens": {}}
+    d.update(patch)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=field) as e:
+        Tokenizer.load(p)
+    assert "bad.json" in str(e.value)
+
+
+def test_missing_tokenizer_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothere.json"):
+        Tokenizer.load(tmp_path / "nothere.json")
+
+
+def test_malformed_tiktoken_names_line(tok4, tmp_path):
+    good = tmp_path / "good.tiktoken"
+    tok4.save_tiktoken(good)
+    lines = good.read_text().splitlines()
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_text("\n".join(lines[:10] + ["Zm9v"] + lines[10:]) + "\n")
+    with pytest.raises(ValueError, match=r"bad.tiktoken, line 11"):
+        Tokenizer.from_tiktoken(bad)
+    bad.write_text("\n".join(lines[:5] + ["!!!notbase64 7"]) + "\n")
+    with pytest.raises(ValueError, match=r"bad.tiktoken, line 6: invalid base64"):
+        Tokenizer.from_tiktoken(bad)
+    bad.write_text("\n".join(lines[:100]) + "\n")
+    with pytest.raises(ValueError, match=r"bad.tiktoken: .*single bytes are not tokens.*truncated"):
+        Tokenizer.from_tiktoken(bad)
+    bad.write_text("\n".join(lines + [lines[0].split()[0] + " 99999"]) + "\n")
+    with pytest.raises(ValueError, match=rf"line {len(lines) + 1}: token .* appears twice"):
+        Tokenizer.from_tiktoken(bad)
+
+
+def test_malformed_vocab_bpe_names_line(tok2, tmp_path):
+    enc, bpe_ = tmp_path / "encoder.json", tmp_path / "vocab.bpe"
+    tok2.save_gpt2_files(enc, bpe_)
+    lines = bpe_.read_text().splitlines()
+    bpe_.write_text("\n".join(lines[:4] + ["onlyone"] + lines[4:]) + "\n")
+    with pytest.raises(ValueError, match=r"vocab.bpe, line 5"):
+        Tokenizer.from_gpt2_files(enc, bpe_)
+    enc.write_text(enc.read_text()[:-100])
+    with pytest.raises(ValueError, match=r"encoder.json: not valid JSON"):
+        Tokenizer.from_gpt2_files(enc, bpe_)
+
+
+def test_writes_are_atomic(tok4, tmp_path, monkeypatch):
+    p = tmp_path / "tok.json"
+    tok4.save(p)
+    before = p.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="No space left"):
+        tok4.save(p)
+    assert p.read_bytes() == before  # the old file is intact
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["tok.json"]  # no temp file left behind
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        tok4.save(tmp_path / "no" / "such" / "dir.json")

@@ -1,0 +1,180 @@
+"""The incremental trainer learns exactly the merges of the naive trainer, and checks its input."""
+import os
+import warnings
+
+import pytest
+from hypothesis import given, strategies as st
+
+from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, Tokenizer
+from bpe.count import ChunkCounter
+from bpe.train import train_merges
+
+from .reference import naive_train
+
+# Small alphabets make ties between pair counts common.
+tie_text = st.text(alphabet="ab \n", min_size=1, max_size=40)
+rich_text = st.text(alphabet=st.sampled_from(list("aab  \n\t'sé1:/") + ["日", "🎉", "\r"]), min_size=1, max_size=60)
+
+
+def fast_merges(texts, n, pattern):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "fewer merges than asked" is expected on tiny corpora
+        return Tokenizer.train_from_iterator(texts, vocab_size=256 + n, pattern=pattern, progress=False).merges
+
+
+@given(texts=st.lists(tie_text, min_size=1, max_size=6), n=st.integers(1, 40))
+def test_fast_trainer_matches_naive_trainer_on_tie_heavy_corpora(texts, n):
+    assert fast_merges(texts, n, GPT2_PATTERN) == naive_train(texts, n, GPT2_PATTERN)
+
+
+@given(texts=st.lists(rich_text, min_size=1, max_size=5), n=st.integers(1, 60),
+       pattern=st.sampled_from([GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN]))
+def test_fast_trainer_matches_naive_trainer_on_unicode_corpora(texts, n, pattern):
+    assert fast_merges(texts, n, pattern) == naive_train(texts, n, pattern)
+
+
+@given(texts=st.lists(tie_text, min_size=1, max_size=6), n=st.integers(1, 30), minf=st.integers(1, 6))
+def test_min_frequency_stops_where_the_naive_trainer_stops(texts, n, minf):
+    counts = ChunkCounter(GPT2_PATTERN)
+    for t in texts:
+        counts.add(t)
+    assert train_merges(counts.result(), n, min_frequency=minf) == naive_train(texts, n, GPT2_PATTERN, minf)
+
+
+def test_ties_go_to_the_smallest_pair():
+    # 'ab' and 'cd' both occur twice; (97, 98) < (99, 100), so 'ab' is merged first.
+    tok = Tokenizer.train_from_iterator(["cd ab cd ab"], vocab_size=258, pattern=GPT2_PATTERN)
+    assert tok.merges[0] == (ord(" "), ord("a")) or tok.merges[0] == (ord("a"), ord("b"))
+    tok = Tokenizer.train_from_iterator(["cd", "ab", "cd", "ab"], vocab_size=257, pattern=GPT2_PATTERN)
+    assert tok.merges == [(ord("a"), ord("b"))]
+
+
+def test_overlapping_pairs_merge_left_to_right():
+    tok = Tokenizer.train_from_iterator(["aaaaa"], vocab_size=258, pattern=GPT2_PATTERN)
+    # aaaaa: (a,a) x4 -> [aa, aa, a]; then (aa, aa) x1 and (aa, a) x1 tie -> (256, 97) < (256, 256)
+    assert tok.merges == [(97, 97), (256, 97)]
+    # Encoding merges by rank like tiktoken: [aa,a,a,a] -> [aa,aa,a] -> [aa,aaa].
+    assert tok.encode("aaaaa") == [256, 257]
+
+
+def test_ids_layout_bytes_then_merges_then_specials():
+    tok = Tokenizer.train_from_iterator(["hello hello world"] * 3, vocab_size=262,
+                                        special_tokens=["<|endoftext|>", "<|pad|>"])
+    assert tok.n_merges == 4
+    assert tok.special_tokens == {"<|endoftext|>": 260, "<|pad|>": 261}
+    assert tok.vocab_size == 262
+    assert [tok.token_bytes(i) for i in range(3)] == [b"\x00", b"\x01", b"\x02"]
+    assert tok.token_bytes(256) == tok.token_bytes(tok.merges[0][0]) + tok.token_bytes(tok.merges[0][1])
+
+
+def test_explicit_special_ids():
+    tok = Tokenizer.train_from_iterator(["hello hello"], vocab_size=260, special_tokens={"<|eot|>": 1000})
+    assert tok.special_tokens == {"<|eot|>": 1000}
+    assert tok.encode("<|eot|>", allowed_special="all") == [1000]
+
+
+def test_same_corpus_same_tokenizer(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("the cat sat on the mat. the dog sat on the log.\n" * 20)
+    a = Tokenizer.train(str(f), vocab_size=300)
+    b = Tokenizer.train([f], vocab_size=300, workers=1)
+    assert a.merges == b.merges
+
+
+def test_files_folders_and_globs(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.txt").write_text("alpha beta gamma\n")
+    (tmp_path / "d" / "y.txt").write_text("beta gamma delta\n")
+    (tmp_path / "z.md").write_text("gamma delta epsilon\n")
+    by_folder = Tokenizer.train([tmp_path / "d", tmp_path / "z.md"], vocab_size=280)
+    by_glob = Tokenizer.train([str(tmp_path / "d" / "*.txt"), str(tmp_path / "z.md")], vocab_size=280)
+    texts = ["alpha beta gamma\n", "beta gamma delta\n", "gamma delta epsilon\n"]
+    by_iter = Tokenizer.train_from_iterator(texts, vocab_size=280)
+    assert by_folder.merges == by_glob.merges == by_iter.merges
+
+
+def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
+    import bpe.corpus
+    import bpe.count
+
+    monkeypatch.setattr(bpe.count, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(bpe.count, "BLOCK_BYTES", 300)
+    lines = [f"def f{i}(x):\n    return x * {i} + 'é'\n\n" for i in range(200)]
+    f = tmp_path / "big.py"
+    f.write_text("".join(lines))
+    serial = Tokenizer.train(f, vocab_size=400, workers=1)
+    parallel = Tokenizer.train(f, vocab_size=400, workers=2)
+    assert parallel.merges == serial.merges
+    it_parallel = Tokenizer.train_from_iterator(iter(lines), vocab_size=400, workers=2)
+    it_serial = Tokenizer.train_from_iterator(lines, vocab_size=400, workers=1)
+    assert it_parallel.merges == it_serial.merges
+
+
+# ---- bad input ------------------------------------------------------------------
+
+
+def test_empty_corpus_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="empty"):
+        Tokenizer.train_from_iterator([], vocab_size=300)
+    f = tmp_path / "empty.txt"
+    f.write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        Tokenizer.train(f, vocab_size=300)
+
+
+def test_vocab_too_small_is_an_error():
+    with pytest.raises(ValueError, match=r"vocab_size=257 is too small.*258"):
+        Tokenizer.train_from_iterator(["abc"], vocab_size=257, special_tokens=["<a>", "<b>"])
+
+
+def test_vocab_of_exactly_bytes_and_specials_has_no_merges():
+    tok = Tokenizer.train_from_iterator(["abc"], vocab_size=257, special_tokens=["<a>"])
+    assert tok.n_merges == 0 and tok.special_tokens == {"<a>": 256}
+    assert tok.encode("abc") == [97, 98, 99]
+
+
+def test_duplicate_special_tokens_are_an_error():
+    with pytest.raises(ValueError, match="duplicate special token '<\\|endoftext\\|>'"):
+        Tokenizer.train_from_iterator(["abc"], vocab_size=300, special_tokens=["<|endoftext|>", "<|endoftext|>"])
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        Tokenizer.train(tmp_path / "nope.txt", vocab_size=300)
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        Tokenizer.train(str(tmp_path / "*.nothing"), vocab_size=300)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_named(tmp_path):
+    f = tmp_path / "secret.txt"
+    f.write_text("abc")
+    f.chmod(0)
+    with pytest.raises(OSError, match="secret.txt"):
+        Tokenizer.train(f, vocab_size=300)
+
+
+def test_unreadable_path_is_named(tmp_path):
+    # A folder where a file is expected to be read: reading fails, and the error names it.
+    from bpe.corpus import read_blocks
+
+    with pytest.raises(OSError, match="cannot read corpus file"):
+        list(read_blocks(tmp_path))
+
+
+def test_non_utf8_bytes_are_replaced_with_a_warning(tmp_path):
+    f = tmp_path / "latin1.txt"
+    f.write_bytes("café café café\n".encode("latin-1"))
+    with pytest.warns(UnicodeWarning, match=r"latin1.txt.*byte offset 3"):
+        tok = Tokenizer.train(f, vocab_size=270)
+    assert "\ufffd".encode() in {tok.token_bytes(i) for i in range(tok.vocab_size)} or tok.n_merges > 0
+
+
+def test_bad_pattern_is_named():
+    with pytest.raises(ValueError, match="neither a known name"):
+        Tokenizer.train_from_iterator(["abc"], vocab_size=300, pattern="gpt5(")
+
+
+def test_non_string_texts_are_rejected():
+    with pytest.raises(TypeError, match="must be str"):
+        Tokenizer.train_from_iterator([b"bytes"], vocab_size=300)
