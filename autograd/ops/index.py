@@ -87,7 +87,7 @@ class GetItem(Function):
             for n in shape[1:]:
                 width *= n
             out = scatter_rows(rows, g.reshape(rows.shape[0], width), shape[0])
-            return (out.reshape(shape),)
+            return (out if out.shape == shape else out.reshape(shape),)
         out = xp.zeros(shape, dtype=g.dtype)
         if self.mode == "unique":
             out[idx] = g

@@ -20,6 +20,11 @@ def _rows_times(x, w):
     return x @ w
 
 
+def _shaped(x, shape):
+    # reshape() to the same shape still makes a view, which the engine would copy for a leaf
+    return x if x.shape == shape else x.reshape(shape)
+
+
 def _flat_rows(x):
     return x.reshape(-1, x.shape[-1])
 
@@ -57,13 +62,13 @@ class MatMul(Function):
                 ga = _rows_times(g, b.T)            # (..., N) @ (N, K)
             else:
                 ga = g @ b.swapaxes(-1, -2)
-            ga = unbroadcast(ga, a.shape).reshape(self.a_shape)
+            ga = _shaped(unbroadcast(ga, a.shape), self.a_shape)
         if self.needs_input_grad[1]:
             if b.ndim == 2 and a.ndim > 2:
                 gb = _flat_rows(a).T @ _flat_rows(g)  # (K, rows) @ (rows, N): one product
             else:
                 gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
-            gb = gb.reshape(self.b_shape)
+            gb = _shaped(gb, self.b_shape)
         return ga, gb
 
 

@@ -69,10 +69,16 @@ def _resolve_shape(in_shape: tuple, size: int, shape: tuple, op: str) -> tuple:
 
 def reshape(x, *shape):
     """x with a new shape (one entry may be -1); a view when x is contiguous."""
-    shape = _resolve_shape(x.shape, x.size, shape_of_args(shape, "reshape"), "reshape")
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
     if shape == x.shape:
         return x
-    return Reshape.apply(x, shape=shape)
+    try:
+        return Reshape.apply(x, shape=shape)  # the backend resolves -1 and checks the size
+    except (ValueError, TypeError):
+        # Say clearly what was wrong (the backend's message names neither op nor shapes).
+        _resolve_shape(x.shape, x.size, shape_of_args(shape, "reshape"), "reshape")
+        raise
 
 
 view = reshape
