@@ -35,6 +35,7 @@ import numpy as np
 import autograd
 from autograd import Tensor
 from autograd.backend import device_of, to_device
+from gpt import fast_decode
 from gpt import sample as S
 
 PAD = -1  # fills finished rows in returned arrays and "no new token" slots in streams
@@ -66,7 +67,7 @@ class Decoder:
     """
 
     def __init__(self, model, batch: int, capacity: int, use_cache: bool = True,
-                 window_keep: int | None = None):
+                 window_keep: int | None = None, fast: bool | None = None):
         cfg = model.config
         self.model, self.batch, self.use_cache = model, batch, use_cache
         self.block_size = cfg.block_size
@@ -78,6 +79,11 @@ class Decoder:
         self.n = 0   # tokens so far per row (all rows advance together)
         self.s = 0   # window start: the model's context is tokens[:, s:n]
         self.caches = model.new_kv_caches(batch) if use_cache else None
+        # cached steps run on raw arrays (gpt/fast_decode.py) unless asked not to or unsupported;
+        # fast=False uses the model's own forward with kv_caches for every step
+        if fast is None:
+            fast = fast_decode.supports(model)
+        self.fast = fast_decode.FastDecoder(model) if (fast and use_cache) else None
         self.prefills = 0  # how many full-window forwards ran (1 + re-prefills when cached)
 
     @property
@@ -119,6 +125,9 @@ class Decoder:
             self.s = s
             return self._run_window()
         # the cached step: only the new token, at position n - 1 - s of the window
+        if self.fast is not None:
+            out = self.fast.step(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s)
+            return out if isinstance(out, np.ndarray) else out.get()
         return self._forward(self.tokens[:, self.n - 1:self.n], self.n - 1 - self.s, self.caches)
 
     def reorder(self, rows: np.ndarray) -> None:

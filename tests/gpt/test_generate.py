@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import autograd
+from gpt import fast_decode
 from gpt import sample as S
 from gpt.config import GPTConfig
 from gpt.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
@@ -38,18 +39,24 @@ def uncached_last_logits(model, window):
 VARIANTS = [dict(pos=p) for p in POSITIONS] + [
     dict(pos="rope", norm="rmsnorm", mlp="swiglu", bias=False, tie_weights=False),
     dict(pos="learned", prenorm=False),
+    dict(pos="learned", residual=False, norm="rmsnorm"),
+    dict(pos="sinusoidal", prenorm=False, residual=False, bias=False),
     dict(pos="sinusoidal", mlp="moe"),
 ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()))
 @pytest.mark.parametrize("prompt_len", [1, 5, 16])
-def test_each_cached_step_equals_the_uncached_forward_on_the_whole_window(variant, prompt_len):
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-step", "model-step"])
+def test_each_cached_step_equals_the_uncached_forward_on_the_whole_window(variant, prompt_len, fast):
     model = tiny(**variant)
+    if fast and not fast_decode.supports(model):
+        pytest.skip(f"the fast decode step does not cover {variant}")
     rng = np.random.default_rng(prompt_len)
     prompt = rng.integers(0, 48, size=(2, prompt_len))
     future = rng.integers(0, 48, size=(2, 30))  # teacher-forced, past block_size=16
-    dec = Decoder(model, 2, prompt_len + 30, use_cache=True)
+    dec = Decoder(model, 2, prompt_len + 30, use_cache=True, fast=fast)
+    assert (dec.fast is not None) == fast
     with autograd.no_grad():
         got = dec.prefill(prompt)
         np.testing.assert_allclose(got, uncached_last_logits(model, dec.tokens[:, dec.s:dec.n]), atol=1e-4)
