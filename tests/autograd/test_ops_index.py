@@ -77,6 +77,7 @@ def test_embedding_matches_take_and_gradcheck(v, c, seed, data):
 @pytest.mark.parametrize("one_hot_limit", [0, 1 << 30])
 def test_embedding_backward_equals_add_at_on_both_paths(monkeypatch, one_hot_limit):
     monkeypatch.setattr(index_mod, "_ONE_HOT_LIMIT", one_hot_limit)
+    monkeypatch.setattr(index_mod, "_ONE_HOT_MAX_ROWS", 1 << 30)
     rng = np.random.default_rng(0)
     V, C = 50, 8
     ids = rng.integers(0, V, (4, 30))
@@ -87,6 +88,16 @@ def test_embedding_backward_equals_add_at_on_both_paths(monkeypatch, one_hot_lim
     want = np.zeros((V, C))
     np.add.at(want, ids.reshape(-1), g.reshape(-1, C))
     np.testing.assert_allclose(w.grad, want, rtol=1e-12, atol=1e-12)
+
+
+@given(v=st.integers(1, 300), n=st.integers(1, 40), seed=seeds)
+def test_scatter_rows_equals_add_at(v, n, seed):
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, v, n) if seed % 2 else rng.integers(0, min(v, 3), n)  # few or many repeats
+    g = rng.standard_normal((n, 3))
+    want = np.zeros((v, 3))
+    np.add.at(want, rows, g)
+    np.testing.assert_allclose(index_mod.scatter_rows(rows, g, v), want, rtol=1e-12, atol=1e-12)
 
 
 def test_embedding_keeps_float32_and_rejects_bad_ids():
