@@ -7,14 +7,18 @@ from autograd.function import Function
 
 class Dropout(Function):
     def forward(self, x, p, generator):
-        noise = _random.uniform(x.shape, dtype=x.dtype if x.dtype.kind == "f" else "float32",
-                                device=_device(x), generator=generator)
-        keep = noise >= p
+        noise = _random.uniform(x.shape, dtype=x.dtype, device=_device(x), generator=generator)
+        keep = noise >= p                       # bool: a quarter of a float32 mask's memory
+        del noise
         self.keep, self.scale = keep, 1.0 / (1.0 - p)
-        return x * keep * x.dtype.type(self.scale)
+        out = x * keep
+        out *= self.scale                       # in place on our own temporary; stays x's dtype
+        return out
 
     def backward(self, g):
-        return (g * self.keep * g.dtype.type(self.scale),)
+        grad = g * self.keep
+        grad *= self.scale
+        return (grad,)
 
 
 def _device(x):
@@ -30,6 +34,8 @@ def dropout(x, p: float = 0.5, training: bool = True, generator=None):
     by default the global generator seeded by autograd.manual_seed is used."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"dropout: needs a floating-point tensor, got dtype {x.dtype}")
     if not training or p == 0.0:
         return x
     if p == 1.0:

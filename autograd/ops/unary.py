@@ -61,6 +61,10 @@ class Clip(Function):
             below = x <= hi
             inside = below if inside is None else inside & below
         self.inside = inside
+        if lo is None:
+            return xp.minimum(x, hi)
+        if hi is None:
+            return xp.maximum(x, lo)
         return xp.clip(x, lo, hi)
 
     def backward(self, g):
