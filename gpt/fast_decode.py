@@ -65,6 +65,9 @@ class FastDecoder:
         self.wte = t.wte.weight.data                                  # (V, C)
         self.xp = xp_of(self.wte)
         self.dtype = self.wte.dtype
+        # tied: logits = (wte @ x^T)^T reads wte in its own row-major layout, which BLAS runs
+        # ~3x faster for a few rows than x @ wte.T through the transposed view
+        self.tied = bool(cfg.tie_weights)
         self.w_out = model.output_weight().data                       # (C, V), a view when tied
         self.wpe = t.wpe.weight.data if cfg.pos == "learned" else None
         self.sin_table = None
@@ -186,4 +189,6 @@ class FastDecoder:
                 x = self._norm(x + m if residual else m, layer.ln_2)
         if self.ln_f is not None:
             x = self._norm(x, self.ln_f)
+        if self.tied:
+            return (self.wte @ x.T).T                                  # (B, V), a transposed view
         return x @ self.w_out                                          # (B, V)
