@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prepare", "train", "sample")
+COMMANDS = ("prepare", "train", "sample", "gradflow")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,154 @@
+"""`gpt gradflow`: measure how gradients flow through residual paths, across depths and variants.
+
+    gpt gradflow --depths 2,4,8 --variants pre,post,pre-nores --seeds 3 --steps 0 \
+                 --json out.json --plot out.png
+
+prints a table (mean ± std over seeds per variant and depth), a table of Jacobian spectra,
+and writes JSON and PNG plots when asked (the plot needs matplotlib; without it a message
+says so and everything else is still produced).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "gradflow"
+HELP = "study gradient norms and Jacobians through residual paths (depth x variant x seed)"
+
+EPILOG = """\
+variants: comma-separated, each a dash-joined set of words overriding the defaults
+  (pre-norm, layernorm, residual): pre | post, ln | rms, res | nores.
+  e.g. "pre,post,pre-nores,post-nores,pre-rms".
+
+columns: |dL/dx_0| gradient norm at the bottom block's input; |dL/dx_L| at the top of the
+  stack; in/out their ratio; per-block the fitted per-block gain going down; id-share the mean
+  fraction of the gradient arriving through the identity path (docs/gradflow.md defines it);
+  rms x_L the RMS of the residual stream at the top.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sweep")
+    g.add_argument("--depths", default="2,4,8,16", help="comma-separated numbers of blocks (default 2,4,8,16)")
+    g.add_argument("--variants", default="pre,post,pre-nores,post-nores",
+                   help="comma-separated variants (default pre,post,pre-nores,post-nores)")
+    g.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per point (default 3)")
+    g.add_argument("--steps", type=int, default=0,
+                   help="AdamW steps on the corpus before measuring (default 0: at initialisation)")
+    g.add_argument("--lr", type=float, default=1e-3, help="learning rate for --steps (default 1e-3)")
+    m = p.add_argument_group("model (vocabulary: the 256 byte values)")
+    m.add_argument("--n-embd", type=int, default=64, help="width C (default 64)")
+    m.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
+    m.add_argument("--block-size", type=int, default=32, help="tokens per sequence T (default 32)")
+    m.add_argument("--batch-size", type=int, default=8, help="sequences per batch B (default 8)")
+    m.add_argument("--pos", default="learned", choices=["learned", "sinusoidal", "rope"])
+    m.add_argument("--mlp", default="gelu", choices=["gelu", "swiglu", "moe"])
+    m.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    m.add_argument("--corpus", nargs="+", default=[], metavar="PATH",
+                   help="text files/folders/globs read as bytes (default: the Python stdlib sources)")
+    j = p.add_argument_group("Jacobians")
+    j.add_argument("--no-jacobian", action="store_true", help="skip the Jacobian spectra")
+    j.add_argument("--jacobian-depth", type=int, default=12, help="blocks in the Jacobian study (default 12)")
+    j.add_argument("--jacobian-width", type=int, default=16, help="width of the Jacobian study (default 16)")
+    j.add_argument("--jacobian-tokens", type=int, default=4, help="tokens of the GPT Jacobian (default 4)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="PATH", help="write every number as JSON")
+    o.add_argument("--plot", metavar="PATH",
+                   help="write a PNG of gradient norms (and PATH-spectra.png of the Jacobians)")
+    o.add_argument("--layers", action="store_true", help="also print per-block tables (deepest depth, first seed)")
+    o.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def build_parser(prog: str = "gpt gradflow") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=HELP, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return p
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Register `gradflow` on an argparse subparsers object; the handler is in `func`."""
+    p = subparsers.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _spec(args):
+    from gpt.gradflow.sweep import SweepSpec
+    from gpt.gradflow.variants import parse_int_list, parse_variants
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+    for name in ("jacobian_depth", "jacobian_width", "jacobian_tokens"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(args.variants),
+                     seeds=list(range(args.seeds)), steps=args.steps, lr=args.lr, n_embd=args.n_embd,
+                     n_head=args.n_head, block_size=args.block_size, batch_size=args.batch_size,
+                     pos=args.pos, mlp=args.mlp, device=args.device, corpus=list(args.corpus))
+
+
+def run(args) -> int:
+    from gpt.gradflow import report
+    from gpt.gradflow.jacobian import jacobian_study
+    from gpt.gradflow.sweep import gpt_jacobian_study, sweep
+
+    try:
+        spec = _spec(args)
+        spec.check()
+    except ValueError as exc:
+        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
+        return 2
+    for path in (args.json, args.plot):  # fail before minutes of work, not after
+        if path:
+            from pathlib import Path
+
+            folder = Path(path).parent
+            if str(folder) and not folder.is_dir():
+                print(f"gpt gradflow: error: folder {folder} for {path} does not exist", file=sys.stderr)
+                return 2
+    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        result = sweep(spec, progress=progress)
+    except (OSError, ValueError, RuntimeError) as exc:
+        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
+        return 1
+    what = "at initialisation" if spec.steps == 0 else f"after {spec.steps} AdamW steps"
+    result["title"] = (f"GPT C={spec.n_embd} heads={spec.n_head} T={spec.block_size} B={spec.batch_size}, "
+                       f"{what}, {len(spec.seeds)} seeds")
+    print(f"\ngradient flow, {result['title']}")
+    print(report.sweep_table(result["summary"]))
+    if args.layers:
+        deepest = max(spec.depths)
+        for run_ in result["runs"]:
+            if run_["depth"] == deepest and run_["seed"] == spec.seeds[0] and run_["layers"]:
+                print(f"\n{run_['variant']}, depth {deepest}, seed {run_['seed']}")
+                print(report.layer_table(run_))
+    if not args.no_jacobian:
+        result["jacobian"] = jacobian_study(variants=spec.variants, depth=args.jacobian_depth,
+                                            width=args.jacobian_width, seeds=spec.seeds)
+        result["jacobian"] += gpt_jacobian_study(spec, depth=args.jacobian_depth, width=args.jacobian_width,
+                                                 tokens=args.jacobian_tokens)
+        print(f"\nJacobian spectra, depth {args.jacobian_depth}, width {args.jacobian_width} "
+              "(toy blocks: gain 1/sqrt(depth); gpt: GPT-2 init, "
+              f"{args.jacobian_tokens} tokens, first seed)")
+        print(report.spectra_table(result["jacobian"]))
+    if args.json:
+        report.write_json(args.json, result)
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        said = report.plot_gradients(result, args.plot)
+        print(said)
+        if result.get("jacobian") and said != report.MISSING_MATPLOTLIB:
+            print(report.plot_spectra(result["jacobian"], report.spectra_path(args.plot)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

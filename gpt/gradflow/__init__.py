@@ -1,0 +1,14 @@
+"""gpt.gradflow: how gradients flow through residual paths, pre-norm and post-norm, and depth.
+
+    measure.py    per-layer numbers of one forward/backward of a GPT (hooks on the stream)
+    sweep.py      depth x variant x seed sweeps, at initialisation or after training steps
+    jacobian.py   block Jacobians (analytic and by reverse mode) and their singular values
+    report.py     terminal tables, JSON, PNG plots (matplotlib optional)
+    variants.py   the variant names ("pre", "post-nores", "pre-rms", ...)
+
+The command line is `gpt gradflow` (gpt/commands/gradflow.py); docs/gradflow.md is the study.
+"""
+from gpt.gradflow.jacobian import jacobian_study, stack_spectra  # noqa: F401
+from gpt.gradflow.measure import measure, summarize_run, traced_backward  # noqa: F401
+from gpt.gradflow.sweep import SweepSpec, sweep  # noqa: F401
+from gpt.gradflow.variants import Variant, parse_variants  # noqa: F401

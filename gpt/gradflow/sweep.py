@@ -1,0 +1,218 @@
+"""Sweeps of the gradient study: depths x variants x seeds, at initialisation or after training.
+
+Every (variant, depth, seed) builds a fresh GPT from `autograd.manual_seed(seed)`, so two
+variants at the same seed and depth start from the same random draws wherever their
+parameters have the same shapes, and are measured on the same batch of text. With `steps`
+> 0 the model first trains that many AdamW steps on random windows of the corpus (the same
+windows for every variant at a seed), then is measured on the fixed batch.
+
+The corpus is read as bytes (vocabulary 256, no tokenizer to train): `corpus` files, or by
+default the Python standard library's own sources, which every machine running this has.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from gpt.gradflow.measure import measure, summarize_run
+from gpt.gradflow.variants import Variant
+
+SUMMARY_KEYS = ("loss", "grad_in", "grad_out", "ratio", "factor", "id_share", "stream_out")
+
+
+@dataclass
+class SweepSpec:
+    """What to measure. Model fields not listed are GPTConfig's defaults (learned positions, gelu)."""
+
+    depths: list[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 48])
+    variants: list[Variant] = field(default_factory=lambda: [Variant(), Variant(prenorm=False)])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    steps: int = 0
+    n_embd: int = 64
+    n_head: int = 4
+    block_size: int = 32
+    batch_size: int = 8
+    lr: float = 1e-3
+    pos: str = "learned"
+    mlp: str = "gelu"
+    device: str = "cpu"
+    corpus: list[str] = field(default_factory=list)
+    max_corpus_bytes: int = 2_000_000
+
+    def check(self) -> None:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+        if self.steps < 0:
+            raise ValueError(f"steps must be >= 0, got {self.steps}")
+        for name in ("n_embd", "n_head", "block_size", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def load_corpus(paths: list[str], max_bytes: int = 2_000_000) -> np.ndarray:
+    """The bytes of the given files (or the default corpus) as a uint8 token array."""
+    if paths:
+        from bpe.corpus import expand_inputs
+
+        files = expand_inputs(paths)
+    else:
+        from bpe.corpus import default_corpus_files
+
+        files = default_corpus_files()
+    chunks, total = [], 0
+    for f in sorted(Path(p) for p in files):
+        try:
+            data = Path(f).read_bytes()
+        except OSError as exc:
+            raise OSError(f"cannot read corpus file {f}: {exc.strerror}") from exc
+        chunks.append(data[: max_bytes - total])
+        total += len(chunks[-1])
+        if total >= max_bytes:
+            break
+    tokens = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    if tokens.size < 2:
+        raise ValueError(f"the corpus ({len(files)} files) holds fewer than 2 bytes")
+    return tokens
+
+
+def batch_at(tokens: np.ndarray, rng: np.random.Generator, batch: int, T: int):
+    """(idx, targets) int64 (B, T): random windows of the token array and their next tokens."""
+    if tokens.size < T + 1:
+        raise ValueError(f"the corpus has {tokens.size} tokens, fewer than block_size + 1 = {T + 1}")
+    starts = rng.integers(0, tokens.size - T, size=batch)
+    win = np.stack([tokens[s:s + T + 1] for s in starts]).astype(np.int64)  # (B, T+1)
+    return win[:, :-1], win[:, 1:]
+
+
+def build_model(spec: SweepSpec, variant: Variant, depth: int, seed: int):
+    import autograd
+    from gpt.config import GPTConfig
+    from gpt.model import GPT
+
+    cfg = GPTConfig(vocab_size=256, block_size=spec.block_size, n_layer=depth, n_head=spec.n_head,
+                    n_embd=spec.n_embd, dropout=0.0, pos=spec.pos, mlp=spec.mlp,
+                    **variant.config_overrides())
+    autograd.manual_seed(seed)
+    model = GPT(cfg)
+    return model.to(spec.device) if spec.device != "cpu" else model
+
+
+def train_steps(model, tokens: np.ndarray, spec: SweepSpec, seed: int) -> list[float]:
+    """`spec.steps` AdamW steps on random windows (seeded); the losses (stops early on a NaN)."""
+    from nn.optim import AdamW, clip_grad_norm
+
+    opt = AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
+    rng = np.random.default_rng(1_000_003 * (seed + 1))
+    losses = []
+    for _ in range(spec.steps):
+        idx, targets = batch_at(tokens, rng, spec.batch_size, spec.block_size)
+        opt.zero_grad()
+        _, loss = model(idx, targets)
+        value = float(loss.item())
+        losses.append(value)
+        if not math.isfinite(value):
+            break
+        loss.backward()
+        clip_grad_norm(model.parameters(), 1.0)
+        opt.step()
+    return losses
+
+
+def run_one(spec: SweepSpec, variant: Variant, depth: int, seed: int, tokens: np.ndarray) -> dict:
+    """Build, optionally train, and measure one model; a JSON-ready dict."""
+    model = build_model(spec, variant, depth, seed)
+    losses = train_steps(model, tokens, spec, seed) if spec.steps else []
+    idx, targets = batch_at(tokens, np.random.default_rng(seed), spec.batch_size, spec.block_size)
+    run = {"variant": variant.name, "depth": depth, "seed": seed, "steps": spec.steps,
+           "train_losses": losses[:: max(1, len(losses) // 50)] if losses else []}
+    if losses and not math.isfinite(losses[-1]):
+        run.update({"diverged": True, "loss": float("nan"), "layers": [], "params": {}})
+        return run
+    run.update(measure(model, idx, targets))
+    run["summary"] = summarize_run(run)
+    return run
+
+
+def _mean_std(values: list) -> tuple[float | None, float | None]:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return None, None
+    return float(np.mean(vals)), float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """One row per (variant, depth), in sweep order: mean and sample std over seeds of each key.
+
+    ratio and factor are averaged in log space (geometric mean; std as a multiplicative spread
+    is not reported, the arithmetic std of the values is), so one large seed does not dominate.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for run in runs:
+        groups.setdefault((run["variant"], run["depth"]), []).append(run)
+    rows = []
+    for (variant, depth), group in groups.items():
+        row = {"variant": variant, "depth": depth, "n_seeds": len(group),
+               "diverged": sum(1 for r in group if r.get("diverged"))}
+        for key in SUMMARY_KEYS:
+            vals = [r["summary"][key] for r in group if "summary" in r]
+            if key in ("ratio", "factor") and vals:
+                logs = [math.log(v) for v in vals if v is not None and v > 0]
+                mean = math.exp(float(np.mean(logs))) if logs else None
+                _, std = _mean_std(vals)
+                row[f"{key}_mean"], row[f"{key}_std"] = mean, std
+            else:
+                row[f"{key}_mean"], row[f"{key}_std"] = _mean_std(vals)
+        rows.append(row)
+    return rows
+
+
+def sweep(spec: SweepSpec, progress: Callable[[str], None] | None = None) -> dict:
+    """Run every (variant, depth, seed); {"spec", "runs", "summary"} ready for report.py."""
+    spec.check()
+    tokens = load_corpus(spec.corpus, spec.max_corpus_bytes)
+    runs = []
+    for variant in spec.variants:
+        for depth in spec.depths:
+            for seed in spec.seeds:
+                t0 = time.perf_counter()
+                run = run_one(spec, variant, depth, seed, tokens)
+                run["seconds"] = round(time.perf_counter() - t0, 3)
+                runs.append(run)
+                if progress:
+                    s = run.get("summary")
+                    what = "diverged" if s is None else f"|dL/dx_0|={s['grad_in']:.3g} loss={s['loss']:.3f}"
+                    progress(f"{variant.name:>22} depth {depth:>3} seed {seed}: {what} ({run['seconds']:.1f}s)")
+    spec_dict = {k: v for k, v in spec.__dict__.items() if k != "variants"}
+    spec_dict["variants"] = [v.name for v in spec.variants]
+    spec_dict["corpus"] = spec.corpus or ["<python stdlib sources>"]
+    return {"spec": spec_dict, "runs": runs, "summary": summarize(runs)}
+
+
+def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens: int = 4,
+                       seeds: list[int] | None = None) -> list[dict]:
+    """Block Jacobian spectra of a small-width GPT (n_embd=`width`, 2 heads) for every variant.
+
+    Each block's Jacobian is (tokens*width)^2, computed by reverse mode; rows have the layout
+    of `jacobian.jacobian_study` with kind "gpt".
+    """
+    from dataclasses import replace
+
+    from gpt.gradflow.jacobian import gpt_block_spectra
+
+    if width % 2:
+        raise ValueError(f"the Jacobian study's width must be even (2 heads), got {width}")
+    data = load_corpus(spec.corpus, spec.max_corpus_bytes)
+    small = replace(spec, n_embd=width, n_head=2, block_size=tokens, steps=0)
+    rows = []
+    for variant in spec.variants:
+        for seed in seeds if seeds is not None else spec.seeds[:1]:
+            model = build_model(small, variant, depth, seed)
+            idx, _ = batch_at(data, np.random.default_rng(seed), 1, tokens)
+            rows.append({"kind": "gpt", "variant": variant.name, "seed": seed, "depth": depth,
+                         "width": width, "tokens": tokens, **gpt_block_spectra(model, idx)})
+    return rows
