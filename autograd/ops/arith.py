@@ -17,7 +17,8 @@ class Add(Function):
 
     def backward(self, g):
         sa, sb = self.shapes
-        return unbroadcast(g, sa), unbroadcast(g, sb)
+        need_a, need_b = self.needs_input_grad
+        return (unbroadcast(g, sa) if need_a else None), (unbroadcast(g, sb) if need_b else None)
 
 
 class Sub(Function):
@@ -27,7 +28,8 @@ class Sub(Function):
 
     def backward(self, g):
         sa, sb = self.shapes
-        return unbroadcast(g, sa), (unbroadcast(-g, sb) if self.needs_input_grad[1] else None)
+        need_a, need_b = self.needs_input_grad
+        return (unbroadcast(g, sa) if need_a else None), (unbroadcast(-g, sb) if need_b else None)
 
 
 class Mul(Function):

@@ -224,3 +224,12 @@ def test_asking_for_cuda_without_a_gpu_is_clear():
         Tensor(np.ones(2)).to("cuda")
     with pytest.raises(ValueError, match="unknown device"):
         Tensor(np.ones(2)).to("tpu")
+
+
+def test_importing_autograd_does_not_import_cupy():
+    import subprocess
+    import sys
+
+    code = "import sys, autograd, autograd.ops, autograd.functional; print('cupy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
