@@ -28,6 +28,7 @@ see alone.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -92,7 +93,8 @@ class Decoder:
         return 0 if self.caches is None else sum(c.nbytes for c in self.caches)
 
     def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
-        logits, _ = self.model(idx, kv_caches=caches, pos_offset=pos_offset, last_only=True)
+        with inference(self.model):
+            logits, _ = self.model(idx, kv_caches=caches, pos_offset=pos_offset, last_only=True)
         out = logits.data[:, -1, :]  # (B, V)
         return out if isinstance(out, np.ndarray) else out.get()
 
@@ -177,21 +179,22 @@ def as_prompts(idx: Any, vocab_size: int) -> tuple[list[np.ndarray], bool]:
     return out, ragged
 
 
-class _EvalMode:
-    """eval() and no_grad() for the duration of generation; the training flag is restored."""
+@contextlib.contextmanager
+def inference(model):
+    """eval() and no_grad() around one forward; the training flag and grad mode are restored.
 
-    def __init__(self, model):
-        self.model = model
-
-    def __enter__(self):
-        self.was_training = self.model.training
-        self.model.eval()
-        self.ng = autograd.no_grad()
-        self.ng.__enter__()
-
-    def __exit__(self, *exc):
-        self.ng.__exit__(*exc)
-        self.model.train(self.was_training)
+    Entered per model call, not around a whole generation, so that a caller holding a
+    suspended `stream` generator keeps its own grad mode and training flag between tokens.
+    """
+    was_training = model.training
+    if was_training:
+        model.eval()
+    try:
+        with autograd.no_grad():
+            yield
+    finally:
+        if was_training:
+            model.train(True)
 
 
 # ---- sampling loop ---------------------------------------------------------------------------------
@@ -222,28 +225,27 @@ def stream(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k
         _state.update(stops=stops, lengths=lengths)
     if max_new_tokens == 0:
         return
-    with _EvalMode(model):
-        dec = Decoder(model, B, total, use_cache=use_cache, window_keep=window_keep)
-        if _state is not None:
-            _state["decoder"] = dec
-        for b, p in enumerate(prompts):
-            dec.tokens[b, :len(p)] = p
-        logits = dec.prefill(dec.tokens[:, :n0])
-        for t in range(n0, total):
-            context = [dec.tokens[b, :t] for b in range(B)] if repetition_penalty != 1.0 else None
-            chosen = S.next_token(logits, gen, context, temperature, top_k, top_p, repetition_penalty)
-            forced = t < lengths
-            chosen = np.where(forced, dec.tokens[:, t], chosen)
-            out = np.full(B, PAD, dtype=np.int64)
-            for b in np.flatnonzero(~forced):
-                if not stops[b].done and new_counts[b] < max_new_tokens:
-                    out[b] = chosen[b]
-                    new_counts[b] += 1
-                    stops[b].push(int(chosen[b]))
-            yield out
-            if all(st.done or c >= max_new_tokens for st, c in zip(stops, new_counts)):
-                return
-            logits = dec.step(chosen)
+    dec = Decoder(model, B, total, use_cache=use_cache, window_keep=window_keep)
+    if _state is not None:
+        _state["decoder"] = dec
+    for b, p in enumerate(prompts):
+        dec.tokens[b, :len(p)] = p
+    logits = dec.prefill(dec.tokens[:, :n0])
+    for t in range(n0, total):
+        context = [dec.tokens[b, :t] for b in range(B)] if repetition_penalty != 1.0 else None
+        chosen = S.next_token(logits, gen, context, temperature, top_k, top_p, repetition_penalty)
+        forced = t < lengths
+        chosen = np.where(forced, dec.tokens[:, t], chosen)
+        out = np.full(B, PAD, dtype=np.int64)
+        for b in np.flatnonzero(~forced):
+            if not stops[b].done and new_counts[b] < max_new_tokens:
+                out[b] = chosen[b]
+                new_counts[b] += 1
+                stops[b].push(int(chosen[b]))
+        yield out
+        if all(st.done or c >= max_new_tokens for st, c in zip(stops, new_counts)):
+            return
+        logits = dec.step(chosen)
 
 
 def generate(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
@@ -303,27 +305,28 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
             return any(s in text for s in stop_strings)
         return False
 
-    with _EvalMode(model):
-        dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache, window_keep)
-        first = dec.prefill(np.tile(prompt, (num_beams, 1)))[:1]
+    if max_new_tokens == 0:
+        return [prompt.copy() for _ in range(num_return)]
+    dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache, window_keep)
+    first = dec.prefill(np.tile(prompt, (num_beams, 1)))[:1]
 
-        def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
-            if parents is None:
-                logits = first
-            else:
-                k = len(parents)
-                # the decoder keeps num_beams rows; surplus rows repeat a live one and are ignored
-                rows = np.concatenate([parents, np.full(num_beams - k, parents[-1])]) if k < num_beams else parents
-                dec.reorder(rows)
-                last = np.concatenate([seqs[:, -1], np.full(num_beams - k, seqs[-1, -1])])
-                logits = dec.step(last)[:k]
-            if repetition_penalty != 1.0:
-                ctx = dec.tokens[:len(logits), :dec.n]
-                logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
-            return S.log_softmax(logits)
+    def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
+        if parents is None:
+            logits = first
+        else:
+            k = len(parents)
+            # the decoder keeps num_beams rows; surplus rows repeat a live one and are ignored
+            rows = np.concatenate([parents, np.full(num_beams - k, parents[-1])]) if k < num_beams else parents
+            dec.reorder(rows)
+            last = np.concatenate([seqs[:, -1], np.full(num_beams - k, seqs[-1, -1])])
+            logits = dec.step(last)[:k]
+        if repetition_penalty != 1.0:
+            ctx = dec.tokens[:len(logits), :dec.n]
+            logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
+        return S.log_softmax(logits)
 
-        hyps = S.beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,
-                             length_penalty, num_return)
+    hyps = S.beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,
+                         length_penalty, num_return)
     return [np.concatenate([prompt, np.asarray(h.tokens, dtype=np.int64)]) for h in hyps]
 
 

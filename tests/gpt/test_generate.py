@@ -263,6 +263,22 @@ def test_model_generate_and_stream_methods():
     assert model.training  # generation restores the training flag
 
 
+def test_a_suspended_stream_leaves_grad_mode_and_training_flag_alone():
+    model = tiny("learned")
+    model.train()
+    it = model.stream([[1, 2]], 5, temperature=0)
+    next(it)
+    assert autograd.is_grad_enabled() and model.training
+    next(it)
+    assert autograd.is_grad_enabled() and model.training
+
+
+def test_zero_new_tokens_returns_the_prompt():
+    model = tiny("learned")
+    assert generate(model, [[1, 2]], 0).tolist() == [[1, 2]]
+    assert generate(model, [[1, 2]], 0, num_beams=3).tolist() == [[1, 2]]
+
+
 @pytest.mark.parametrize("idx, kwargs, match", [
     ([[]], {}, "non-empty"),
     ([[1, 99]], {}, "outside the vocabulary"),
