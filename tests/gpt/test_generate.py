@@ -109,6 +109,7 @@ def test_cache_is_preallocated_and_its_size_is_reported():
     assert [id(c.k) for c in dec.caches] == buffers
     assert kv_cache_numbers_per_token(cfg) == 2 * cfg.n_layer * cfg.n_embd
     assert dec.cache_nbytes == 3 * cfg.block_size * kv_cache_numbers_per_token(cfg) * 4  # float32
+    assert dec.cache_nbytes == 3 * cfg.block_size * cfg.kv_cache_bytes_per_token("float32")
 
 
 # ---- sampling ---------------------------------------------------------------------------------------
