@@ -16,13 +16,27 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
+
+def _blas_threads_from_argv(argv: list[str]) -> None:
+    """Apply --blas-threads N before NumPy is imported (BLAS reads it once, at load)."""
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--blas-threads=") else (
+            argv[i + 1] if arg == "--blas-threads" and i + 1 < len(argv) else None)
+        if value is not None:
+            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ[var] = value
+
+
+_blas_threads_from_argv(sys.argv)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for _numpy_block when run as a script
 
@@ -208,11 +222,17 @@ def bench_block(B, T, C, H, repeats, profile: bool) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
     # Timing: interleave the two so that machine noise hits both alike.
-    t_eng, t_np = [], []
+    t_eng, t_np, cpu_eng, cpu_np = [], [], [], []
     for _ in range(repeats):
-        t_np.append(_median_ms(lambda: floor.forward_backward(x_np, params, dout, H), 1))
-        t_eng.append(_median_ms(lambda: _engine_step(x_np, params, dout, H), 1))
+        for fn, wall, cpu in ((lambda: floor.forward_backward(x_np, params, dout, H), t_np, cpu_np),
+                              (lambda: _engine_step(x_np, params, dout, H), t_eng, cpu_eng)):
+            gc.collect()
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall.append((time.perf_counter() - w0) * 1e3)
+            cpu.append((time.process_time() - c0) * 1e3)
     ms_eng, ms_np = statistics.median(t_eng), statistics.median(t_np)
+    cpu_ms = {"floor": statistics.median(cpu_np), "engine": statistics.median(cpu_eng)}
     mem_eng = _peak_bytes(lambda: _engine_step(x_np, params, dout, H))
     mem_np = _peak_bytes(lambda: floor.forward_backward(x_np, params, dout, H))
     gflops_np_mm = numpy_matmul_gflops(B, T, C, H, max(3, repeats))
@@ -222,11 +242,13 @@ def bench_block(B, T, C, H, repeats, profile: bool) -> None:
     print(f"matmul work per step: {flops / 1e9:.2f} GFLOP (3 x forward); medians of {repeats} runs; "
           f"NumPy {np.__version__}")
     print(f"NumPy float32 matmul alone on the block's shapes: {gflops_np_mm:.0f} GFLOP/s\n")
-    print(f"| {'implementation':<26} | {'ms':>7} | {'GFLOP/s':>7} | {'peak MiB':>8} | {'time ratio':>10} | {'mem ratio':>9} |")
-    print(f"|{'-' * 28}|{'-' * 9}|{'-' * 9}|{'-' * 10}|{'-' * 12}|{'-' * 11}|")
-    for name, ms, mem in (("NumPy by hand (floor)", ms_np, mem_np), ("autograd engine", ms_eng, mem_eng)):
-        print(f"| {name:<26} | {ms:>7.1f} | {flops / ms / 1e6:>7.0f} | {mem / 2**20:>8.1f} | "
-              f"{ms / ms_np:>10.2f} | {mem / mem_np:>9.2f} |")
+    print(f"| {'implementation':<22} | {'ms':>7} | {'CPU ms':>7} | {'GFLOP/s':>7} | {'peak MiB':>8} | "
+          f"{'time ratio':>10} | {'CPU ratio':>9} | {'mem ratio':>9} |")
+    print(f"|{'-' * 24}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 10}|{'-' * 12}|{'-' * 11}|{'-' * 11}|")
+    for name, key, ms, mem in (("NumPy by hand (floor)", "floor", ms_np, mem_np),
+                               ("autograd engine", "engine", ms_eng, mem_eng)):
+        print(f"| {name:<22} | {ms:>7.1f} | {cpu_ms[key]:>7.1f} | {flops / ms / 1e6:>7.0f} | {mem / 2**20:>8.1f} | "
+              f"{ms / ms_np:>10.2f} | {cpu_ms[key] / cpu_ms['floor']:>9.2f} | {mem / mem_np:>9.2f} |")
     print(f"\ntargets: time ratio <= 1.25, >= 120 GFLOP/s, memory ratio <= 1.5 "
           f"(all runs, ms: engine {sorted(round(t, 1) for t in t_eng)}, floor {sorted(round(t, 1) for t in t_np)})")
 
@@ -240,11 +262,18 @@ def main(argv=None) -> None:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the engine block step")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="BLAS threads (default: the library's own choice, usually one per core)")
     args = ap.parse_args(argv)
     if args.dim % args.heads:
         ap.error(f"--dim {args.dim} is not divisible by --heads {args.heads}")
-    print(f"autograd benchmark: python {sys.version.split()[0]}, numpy {np.__version__}, "
-          f"grad enabled={autograd.is_grad_enabled()}")
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    print(f"autograd benchmark: python {sys.version.split()[0]}, numpy {np.__version__}, {cores} cores, "
+          f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, load average {load:.1f}")
+    if load > 0.75 * cores:
+        print(f"WARNING: the machine is busy (load {load:.1f} on {cores} cores): wall-clock numbers are "
+              "unreliable; the CPU-time column and the ratios are the better guide")
     if args.part in ("all", "overhead"):
         bench_overhead(args.repeats)
     if args.part in ("all", "block"):
