@@ -177,6 +177,12 @@ class Trainer:
     # -- setup --------------------------------------------------------------------------------
     def _setup(self) -> None:
         cfg = self.cfg
+        from autograd import backend
+
+        try:  # a missing GPU is the user's to fix: a clear message before any work
+            backend.module_for_device(cfg.device)
+        except RuntimeError as exc:
+            raise ValueError(f"--device {cfg.device}: {exc}") from None
         self.resume_ckpt = None
         if cfg.resume:
             path = find_checkpoint(cfg.resume, prefer=("latest.safetensors", "best.safetensors"))
@@ -446,7 +452,7 @@ class Trainer:
             stop_reason = "interrupted"
         self.out.close()
         if evaluated_at != self.step and stop_reason != "interrupted":
-            last_eval = self._evaluate(metrics)
+            last_eval, evaluated_at = self._evaluate(metrics), self.step
         path = self.save(loader_state=final_state[0], rng_state=final_state[1])
         if stop_reason == "interrupted":
             self.say(f"interrupted: saved {path} at step {self.step}; "
@@ -455,6 +461,7 @@ class Trainer:
         samples = self._samples() if stop_reason != "interrupted" else []
         summary = {
             "run_dir": str(self.run_dir), "steps": self.step, "stop_reason": stop_reason,
+            "eval_step": evaluated_at,
             "train_loss": last_eval["train"] if last_eval else None,
             "val_loss": last_eval["val"] if last_eval else None,
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,

@@ -118,3 +118,34 @@ def test_invalid_flag_value_is_argparse_usage_error(capsys):
 def test_python_dash_m_entry_point():
     res = subprocess.run([sys.executable, "-m", "gpt.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "train" in res.stdout
+
+
+def test_ctrl_c_stops_after_the_step_and_saves(corpus, tmp_path):
+    import os
+    import signal
+    import time
+
+    d, run = tmp_path / "d", tmp_path / "run"
+    assert main(["prepare", "--input", str(corpus / "a.txt"), "--char", "--out", str(d), "--workers", "1"]) == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpt.cli", "train", "--data", str(d), "--out", str(run), "--max-steps", "100000",
+         "--log-interval", "1", *TINY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            m = run / "metrics.jsonl"
+            if m.is_file() and '"kind": "train"' in m.read_text():
+                break
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Ctrl-C" in out and "--resume" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and summary["steps"] >= 1
+    from gpt.checkpoint import load_checkpoint
+
+    assert load_checkpoint(run / "latest.safetensors").step == summary["steps"]

@@ -1,0 +1,185 @@
+"""Training-step speed of the GPT (ms/step, tokens/s, MFU, peak memory), and optionally the
+quality of nanoGPT's character-level Tiny Shakespeare run.
+
+    python3 benchmarks/bench_train.py                  # configs (a) and (b), CPU
+    python3 benchmarks/bench_train.py --device cuda    # on a GPU through CuPy
+    python3 benchmarks/bench_train.py --shakespeare    # + val loss after 2,000 steps of (a)
+
+(a) nanoGPT's CPU config: 4 layers, 4 heads, d=128, T=64, B=12 (vocab 65, characters).
+(b) 6 layers, 6 heads, d=384, T=256, B=8, vocab 4,096.
+A step is the whole of training: forward, backward, gradient clipping and AdamW. The table
+gives the median over the timed steps (after warm-up steps), achieved FLOP/s by the usual
+6N + 12LCT count per token, MFU against a float32 matmul measured here at start-up, and the
+peak memory one step allocates on top of the model (tracemalloc sees NumPy's buffers).
+PyTorch's numbers for the same steps on this machine are printed beside ours for reference
+(they come from the issue; PyTorch is not a dependency and is never imported).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CONFIGS = {
+    "a": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12, vocab_size=65),
+    "b": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=8, vocab_size=4096),
+}
+# Measured in the issue with PyTorch 2.13 on this machine's CPU (2 threads, explicit T x T
+# attention, full step with AdamW), and nanoGPT itself on (a).
+PYTORCH_MS = {"a": 42.0, "b": 1225.0}
+NANOGPT = "nanoGPT on (a): 48 ms/iter; val loss 1.886 after 2,000 iterations (111 s)"
+
+
+def build(name: str, device: str):
+    import autograd
+    from gpt.config import GPTConfig
+    from gpt.model import GPT
+    from gpt.train import param_groups
+    from nn.optim import AdamW
+
+    c = CONFIGS[name]
+    cfg = GPTConfig(vocab_size=c["vocab_size"], block_size=c["block_size"], n_layer=c["n_layer"],
+                    n_head=c["n_head"], n_embd=c["n_embd"], dropout=0.0)
+    autograd.manual_seed(0)
+    model = GPT(cfg)
+    if device != "cpu":
+        model.to(device)
+    opt = AdamW(param_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
+    return cfg, model, opt
+
+
+def make_step(model, opt, device: str):
+    from nn.optim import clip_grad_norm
+
+    params = list(model.parameters())
+
+    def step(x, y):
+        _, loss = model(x, y)
+        loss.backward()
+        clip_grad_norm(params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+def sync(device: str) -> None:
+    if device != "cpu":
+        from autograd import backend
+
+        backend.cupy_module().cuda.Device().synchronize()
+
+
+def bench(name: str, device: str, steps: int, warmup: int, peak: float) -> dict:
+    from autograd import backend
+    from gpt.flops import flops_per_token
+
+    cfg, model, opt = build(name, device)
+    B, T, V = CONFIGS[name]["batch"], cfg.block_size, cfg.vocab_size
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(4)]
+    if device != "cpu":
+        batches = [(backend.to_device(x, device), backend.to_device(y, device)) for x, y in batches]
+    step = make_step(model, opt, device)
+    for i in range(warmup):
+        step(*batches[i % 4])
+    sync(device)
+    times = []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        loss = step(*batches[i % 4])
+        float(loss.item())
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    mem = None
+    if device == "cpu":
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        step(*batches[0])
+        mem = (tracemalloc.get_traced_memory()[1] - base) / 2**20
+        tracemalloc.stop()
+    else:
+        cp = backend.cupy_module()
+        mem = cp.get_default_memory_pool().total_bytes() / 2**20
+    dt = statistics.median(times)
+    flops = flops_per_token(cfg, T) * B * T
+    return {"name": name, "params": model.num_params(), "ms": dt * 1e3, "tok_s": B * T / dt,
+            "gflops": flops / dt / 1e9, "mfu": flops / dt / peak, "mem_mb": mem,
+            "spread": (min(times) * 1e3, max(times) * 1e3), "steps": steps}
+
+
+def shakespeare(device: str, steps: int, path: Path, work: Path) -> dict:
+    """nanoGPT's shakespeare_char settings on config (a), through our own `gpt train` loop."""
+    from gpt.data import prepare
+    from gpt.progress import ProgressLine
+    from gpt.train import train
+    from gpt.train_config import TrainConfig
+
+    data = work / "shakespeare_char"
+    if not (data / "meta.json").is_file():
+        prepare([path], data, char=True, val_fraction=0.1, workers=1)
+    c = CONFIGS["a"]
+    cfg = TrainConfig(data=str(data), out=str(work / f"run-{int(time.time())}"), device=device,
+                      n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"],
+                      block_size=c["block_size"], batch_size=c["batch"], dropout=0.0,
+                      max_steps=steps, lr_decay_steps=steps, lr=1e-3, min_lr=1e-4, warmup_steps=100,
+                      beta2=0.99, weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_batches=50,
+                      log_interval=50, samples=1, sample_tokens=300, seed=1337)
+    t0 = time.perf_counter()
+    res = train(cfg, out=ProgressLine())
+    return {"val_loss": res.val_loss, "train_loss": res.train_loss, "seconds": time.perf_counter() - t0,
+            "steps": res.step}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--configs", default="ab", help="which configs to time (default: ab)")
+    ap.add_argument("--steps-a", type=int, default=30)
+    ap.add_argument("--steps-b", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--shakespeare", action="store_true",
+                    help="also train (a) for 2,000 steps on ../shared/data/tinyshakespeare.txt")
+    ap.add_argument("--shakespeare-steps", type=int, default=2000)
+    ap.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"))
+    ap.add_argument("--work", default="runs/bench", help="folder for the Shakespeare data and run")
+    args = ap.parse_args(argv)
+
+    from gpt.flops import measure_peak_flops
+
+    peak = measure_peak_flops(args.device)
+    print(f"device {args.device}; float32 matmul peak measured here: {peak / 1e9:.0f} GFLOP/s "
+          "(MFU is against this)")
+    print(f"{'config':<8}{'params':>12}{'ms/step':>10}{'min..max':>16}{'tokens/s':>11}{'GFLOP/s':>9}"
+          f"{'MFU':>7}{'peak MB':>9}{'PyTorch ms':>12}{'ratio':>7}")
+    for name in args.configs:
+        r = bench(name, args.device, args.steps_a if name == "a" else args.steps_b, args.warmup, peak)
+        ref = PYTORCH_MS[name] if args.device == "cpu" else float("nan")
+        lo, hi = r["spread"]
+        spread = f"{lo:.0f}..{hi:.0f}"
+        print(f"({name}){'':<5}{r['params']:>12,}{r['ms']:>10.1f}{spread:>16}"
+              f"{r['tok_s']:>11,.0f}{r['gflops']:>9.1f}{r['mfu']:>7.1%}{r['mem_mb']:>9.1f}"
+              f"{ref:>12.0f}{r['ms'] / ref:>6.2f}x")
+    print(f"PyTorch 2.13 CPU reference (issue): (a) {PYTORCH_MS['a']:.0f} ms/step, (b) {PYTORCH_MS['b']:.0f} "
+          f"ms/step at ~134 GFLOP/s; {NANOGPT}")
+    if args.shakespeare:
+        path = Path(args.text)
+        if not path.is_file():
+            print(f"skipping Tiny Shakespeare: {path} not found")
+        else:
+            r = shakespeare(args.device, args.shakespeare_steps, path, Path(args.work))
+            print(f"Tiny Shakespeare, char level, config (a), {r['steps']} steps: val loss {r['val_loss']:.4f} "
+                  f"(train {r['train_loss']:.4f}) in {r['seconds']:.0f} s; nanoGPT: 1.886 (target <= 1.90)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
