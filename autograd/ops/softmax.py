@@ -7,6 +7,7 @@ saves only its output (the same dtype as the input) and derives the gradient fro
 """
 from __future__ import annotations
 
+from autograd import cuda as _cuda
 from autograd.backend import xp_of
 from autograd.function import Function
 
@@ -52,11 +53,17 @@ def log_softmax_array(x, axis: int = -1):
 
 class Softmax(Function):
     def forward(self, x, axis=-1):
+        if _cuda.use(x):  # CuPy array: the fused kernel (autograd/cuda/softmax.py)
+            from autograd.cuda import softmax as k
+            return k.softmax_forward(self, x, axis)
         self.axis = axis
         self.y = softmax_array(x, axis)
         return self.y
 
     def backward(self, g):
+        if getattr(self, "fused", False):
+            from autograd.cuda import softmax as k
+            return k.softmax_backward(self, g)
         xp, y = xp_of(g), self.y
         gx = g * y
         s = gx.sum(axis=self.axis, keepdims=True)
@@ -67,11 +74,17 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     def forward(self, x, axis=-1):
+        if _cuda.use(x):
+            from autograd.cuda import softmax as k
+            return k.softmax_forward(self, x, axis, log=True)
         self.axis = axis
         self.y = log_softmax_array(x, axis)
         return self.y
 
     def backward(self, g):
+        if getattr(self, "fused", False):
+            from autograd.cuda import softmax as k
+            return k.softmax_backward(self, g, log=True)
         xp = xp_of(g)
         gx = xp.exp(self.y)
         gx *= g.sum(axis=self.axis, keepdims=True)

@@ -42,6 +42,9 @@ class AdamW(Optimizer):
         state["step"] += 1
         t = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
+        if _use_fused(p):  # CuPy arrays: one fused kernel per parameter (autograd/cuda/elementwise.py)
+            from autograd.cuda.elementwise import adamw_update
+            return adamw_update(p, g, m, v, lr, b1, b2, eps, wd, t)
         xp = _xp(p)
         if wd:
             p *= 1.0 - lr * wd
@@ -58,6 +61,12 @@ class AdamW(Optimizer):
         xp.divide(m, tmp, out=tmp)
         tmp *= -lr / (1.0 - b1 ** t)
         p += tmp
+
+
+def _use_fused(a) -> bool:
+    from autograd.cuda import use
+
+    return use(a)
 
 
 def _xp(a):

@@ -1,0 +1,157 @@
+"""Building the fused CUDA kernels: per-dtype sources, lazy compilation, a cache, launch helpers.
+
+Every kernel source is written once against three type names and compiled per dtype:
+    T   the storage type of the arrays (float, double, or the 16 bits of a half),
+    A   the accumulation type (float for float16 and float32, double for float64),
+    LD(p, i) / ST(p, i, v)   load p[i] as A / store A v into p[i] (converting for half).
+Half values are handled as raw 16-bit integers and converted with the PTX cvt instruction, so
+no CUDA header is needed: the same source compiles with NVRTC at run time (CuPy's RawModule)
+and offline without a GPU (`compile_all` below, used by tests/autograd/test_cuda_kernels.py).
+
+CuPy is imported only when a kernel is first needed, through autograd.backend.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+_PRELUDE_HALF = r"""
+typedef unsigned short T;
+typedef float A;
+__device__ __forceinline__ float h2f(unsigned short h) {
+    float f; asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short f2h(float f) {
+    unsigned short h; asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f)); return h;
+}
+#define LD(p, i) h2f((p)[i])
+#define ST(p, i, v) ((p)[i] = f2h((float)(v)))
+"""
+
+_PRELUDE_FLOAT = r"""
+typedef float T;
+typedef float A;
+#define LD(p, i) ((p)[i])
+#define ST(p, i, v) ((p)[i] = (float)(v))
+"""
+
+_PRELUDE_DOUBLE = r"""
+typedef double T;
+typedef double A;
+#define LD(p, i) ((p)[i])
+#define ST(p, i, v) ((p)[i] = (double)(v))
+"""
+
+_COMMON = r"""
+#define NEG_INF (-__int_as_float(0x7f800000))
+__device__ __forceinline__ float exp_a(float x) { return expf(x); }
+__device__ __forceinline__ double exp_a(double x) { return exp(x); }
+__device__ __forceinline__ float log_a(float x) { return logf(x); }
+__device__ __forceinline__ double log_a(double x) { return log(x); }
+__device__ __forceinline__ float sqrt_a(float x) { return sqrtf(x); }
+__device__ __forceinline__ double sqrt_a(double x) { return sqrt(x); }
+__device__ __forceinline__ float tanh_a(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_a(double x) { return tanh(x); }
+__device__ __forceinline__ A max_a(A a, A b) { return a > b ? a : b; }
+
+// Block-wide reductions over blockDim.x threads (a multiple of 32, at most 1024); `shared`
+// holds 32 values of A. Every thread gets the result.
+__device__ __forceinline__ A warp_sum(A v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ A warp_max(A v) {
+    for (int o = 16; o > 0; o >>= 1) v = max_a(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ A block_sum(A v, A* shared) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < nw ? shared[lane] : (A)0;
+    return warp_sum(v);
+}
+__device__ A block_max(A v, A* shared) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < nw ? shared[lane] : (A)NEG_INF;
+    return warp_max(v);
+}
+"""
+
+_PRELUDES = {"float16": _PRELUDE_HALF, "float32": _PRELUDE_FLOAT, "float64": _PRELUDE_DOUBLE}
+SUPPORTED = tuple(_PRELUDES)
+
+
+def full_source(body: str, dtype: str, defines: tuple = ()) -> str:
+    """The complete CUDA source of `body` for storage dtype `dtype` (a name in SUPPORTED)."""
+    lines = [f"#define {k} {v}" for k, v in defines]
+    return "\n".join(lines) + _PRELUDES[dtype] + _COMMON + body
+
+
+def dtype_name(array: Any) -> str:
+    name = np.dtype(array.dtype).name
+    if name not in _PRELUDES:
+        raise TypeError(f"fused CUDA kernels take float16, float32 or float64 arrays, got {name}")
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def _module(body: str, dtype: str, defines: tuple):
+    from autograd.backend import cupy_module
+
+    cp = cupy_module()
+    return cp.RawModule(code=full_source(body, dtype, defines), options=("--std=c++14",))
+
+
+def get_kernel(body: str, name: str, dtype: str, defines: tuple = ()):
+    """The compiled kernel `name` of `body` for `dtype` (compiled once per process and device)."""
+    return _module(body, dtype, tuple(defines)).get_function(name)
+
+
+def block_size_for(n: int, cap: int = 1024) -> int:
+    """Threads per block for a row of n elements: a multiple of 32, at least 32, at most cap."""
+    b = 32
+    while b < n and b < cap:
+        b *= 2
+    return b
+
+
+# ---- offline check (no GPU needed, only NVRTC) ----------------------------------------------
+_REGISTRY: list[tuple[str, str, tuple, tuple]] = []   # (label, body, dtypes, defines)
+
+
+def register(label: str, body: str, dtypes: tuple = SUPPORTED, defines: tuple = ()) -> str:
+    """Record a kernel source so `compile_all` can check it; returns `body`."""
+    _REGISTRY.append((label, body, tuple(dtypes), tuple(defines)))
+    return body
+
+
+def compile_all(arch: str = "compute_90") -> list[str]:
+    """Compile every registered source for every dtype with NVRTC (no GPU, no driver needed);
+    returns the labels compiled, raises with the compiler's log on the first error."""
+    from cupy.cuda import compiler
+
+    import autograd.cuda.attention  # noqa: F401  (importing registers the sources)
+    import autograd.cuda.elementwise  # noqa: F401
+    import autograd.cuda.norm  # noqa: F401
+    import autograd.cuda.softmax  # noqa: F401
+
+    done = []
+    for label, body, dtypes, defines in _REGISTRY:
+        for dt in dtypes:
+            src = full_source(body, dt, defines)
+            prog = compiler._NVRTCProgram(src, f"{label}_{dt}.cu")
+            try:
+                prog.compile((f"-arch={arch}", "--std=c++14"))
+            except Exception as exc:
+                raise RuntimeError(f"kernel {label} ({dt}) does not compile:\n{exc}") from None
+            done.append(f"{label}[{dt}]")
+    return done

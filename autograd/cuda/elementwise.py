@@ -1,0 +1,103 @@
+"""Elementwise kernels: GELU (tanh approximation) forward/backward and the AdamW update.
+
+GELU (reference: GELUTanh in autograd/ops/activation.py), u = sqrt(2/pi) (x + 0.044715 x^3):
+    y  = 0.5 x (1 + tanh(u))
+    dx = g * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)),  t = tanh(u)
+The fused forward saves only x (t is recomputed), one full-size array less than the CPU op.
+
+AdamW (reference: AdamW._update in nn/optim/adamw.py), one kernel per parameter, in place:
+    p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograd.backend import xp_of
+from autograd.cuda._compile import dtype_name, get_kernel, register
+from autograd.cuda.softmax import acc_dtype
+
+_BODY = register("elementwise", r"""
+#define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                               i += (long long)blockDim.x * gridDim.x)
+#define K0 ((A)0.7978845608028654)
+
+extern "C" __global__ void gelu_fwd(const T* __restrict__ x, T* __restrict__ y, long long n) {
+    GRID_STRIDE(i, n) {
+        A v = LD(x, i);
+        A t = tanh_a(K0 * (v + (A)0.044715 * v * v * v));
+        ST(y, i, (A)0.5 * v * ((A)1 + t));
+    }
+}
+
+extern "C" __global__ void gelu_bwd(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ gx,
+                                    long long n) {
+    GRID_STRIDE(i, n) {
+        A v = LD(x, i);
+        A t = tanh_a(K0 * (v + (A)0.044715 * v * v * v));
+        A d = (A)0.5 * ((A)1 + t) + (A)0.5 * v * ((A)1 - t * t) * K0 * ((A)1 + (A)0.134145 * v * v);
+        ST(gx, i, LD(g, i) * d);
+    }
+}
+
+extern "C" __global__ void adamw_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                                      T* __restrict__ v, long long n, A lr, A b1, A b2, A eps, A decay,
+                                      A step_size, A inv_sqrt_bc2) {
+    GRID_STRIDE(i, n) {
+        A gi = LD(g, i);
+        A mi = b1 * LD(m, i) + ((A)1 - b1) * gi;
+        A vi = b2 * LD(v, i) + ((A)1 - b2) * gi * gi;
+        A pi = LD(p, i) * decay;
+        pi -= step_size * mi / (sqrt_a(vi) * inv_sqrt_bc2 + eps);
+        ST(m, i, mi);
+        ST(v, i, vi);
+        ST(p, i, pi);
+    }
+}
+""")
+
+
+def _grid(n: int, block: int = 256) -> tuple:
+    return (max(1, min(-(-n // block), 65535 * 8)),)
+
+
+def gelu_array(x):
+    xp = xp_of(x)
+    xc = xp.ascontiguousarray(x)
+    y = xp.empty_like(xc)
+    if xc.size:
+        get_kernel(_BODY, "gelu_fwd", dtype_name(x))(_grid(xc.size), (256,), (xc, y, np.int64(xc.size)))
+    return y
+
+
+def gelu_forward(node, x):
+    node.fused = True
+    node.x = x
+    return gelu_array(x)
+
+
+def gelu_backward(node, g):
+    xp = xp_of(g)
+    x = xp.ascontiguousarray(node.x)
+    gc = xp.ascontiguousarray(g.astype(x.dtype, copy=False))
+    gx = xp.empty_like(x)
+    if x.size:
+        get_kernel(_BODY, "gelu_bwd", dtype_name(x))(_grid(x.size), (256,), (gc, x, gx, np.int64(x.size)))
+    return (gx,)
+
+
+def adamw_update(p, g, m, v, lr: float, b1: float, b2: float, eps: float, wd: float, t: int) -> None:
+    """One AdamW step of parameter array `p` (contiguous, updated in place with m and v)."""
+    xp = xp_of(p)
+    if not (p.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
+        raise ValueError("adamw_update: parameter and moment arrays must be contiguous")
+    g = xp.ascontiguousarray(g.astype(p.dtype, copy=False))
+    a = acc_dtype(p.dtype).type
+    n = p.size
+    if not n:
+        return
+    k = get_kernel(_BODY, "adamw_step", dtype_name(p))
+    k(_grid(n), (256,), (p, g, m, v, np.int64(n), a(lr), a(b1), a(b2), a(eps), a(1.0 - lr * wd),
+                         a(lr / (1.0 - b1 ** t)), a(1.0 / math.sqrt(1.0 - b2 ** t))))
