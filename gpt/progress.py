@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,11 +23,16 @@ class ProgressLine:
         self.enabled = enabled
         self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
         self._open = False
+        self._last = 0.0
 
     def update(self, text: str) -> None:
         if not self.enabled:
             return
         if self.tty:
+            now = time.monotonic()
+            if now - self._last < 0.1:  # a terminal redrawn 1,000 times a second helps no one
+                return
+            self._last = now
             width = shutil.get_terminal_size((100, 20)).columns - 1
             self.stream.write("\r" + text[:width].ljust(width))
             self._open = True

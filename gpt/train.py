@@ -376,7 +376,7 @@ class Trainer:
         n_params = self.model.num_params()
         self._write_run_files()
         self.say(f"run folder: {self.run_dir}")
-        self.say(f"model: {n_params:,} parameters ({self.model_cfg.n_layer} layers, {self.model_cfg.n_head} "
+        self.say(f"model: {n_params:,} parameters ({self.model_cfg.n_layer} layers x {self.model_cfg.n_head} "
                  f"heads, d={self.model_cfg.n_embd}, T={cfg.block_size}, vocab {self.model_cfg.vocab_size}); "
                  f"data: {len(self.train_tokens):,} train + {len(self.val_tokens):,} val tokens")
         self.say(f"training: {cfg.max_steps} steps of {cfg.batch_size * cfg.grad_accum * cfg.block_size:,} "
