@@ -6,3 +6,4 @@ from nn.optim.clip import clip_grad_norm  # noqa: F401
 from nn.optim.schedules import (  # noqa: F401
     warmup_cosine, cosine_schedule, linear_warmup_decay, constant_with_warmup,
 )
+from nn.optim.groups import weight_decay_groups  # noqa: F401

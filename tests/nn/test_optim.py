@@ -214,3 +214,26 @@ def test_linear_and_constant_schedules():
     assert constant_with_warmup(1, 4, 2.0) == pytest.approx(1.0)
     assert constant_with_warmup(1000, 4, 2.0) == 2.0
     assert constant_with_warmup(0, 0, 2.0) == 2.0
+
+
+def test_weight_decay_groups_skip_biases_norms_and_embeddings():
+    import nn
+    from nn.optim import weight_decay_groups
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(10, 4)
+            self.wpe = nn.LearnedPositions(8, 4)
+            self.ln = nn.LayerNorm(4)
+            self.fc = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+
+    m = M()
+    decay, rest = weight_decay_groups(m, 0.1)
+    assert decay["weight_decay"] == 0.1 and rest["weight_decay"] == 0.0
+    assert decay["params"] == [m.fc.weight, m.head.weight]
+    assert rest["params"] == [m.wte.weight, m.wpe.weight, m.ln.weight, m.ln.bias, m.fc.bias]
+    with_tables = weight_decay_groups(m, 0.1, decay_embeddings=True)[0]["params"]
+    assert m.wte.weight in with_tables and m.wpe.weight in with_tables
+    AdamW(weight_decay_groups(m, 0.1), lr=1e-3)  # valid groups for the optimizer
