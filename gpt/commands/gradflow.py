@@ -128,12 +128,12 @@ def run(args) -> int:
                 print(report.layer_table(run_))
     if not args.no_jacobian:
         result["jacobian"] = jacobian_study(variants=spec.variants, depth=args.jacobian_depth,
-                                            width=args.jacobian_width, seeds=spec.seeds)
+                                            width=args.jacobian_width, seeds=spec.seeds[:1])
         result["jacobian"] += gpt_jacobian_study(spec, depth=args.jacobian_depth, width=args.jacobian_width,
                                                  tokens=args.jacobian_tokens)
         print(f"\nJacobian spectra, depth {args.jacobian_depth}, width {args.jacobian_width} "
               "(toy blocks: gain 1/sqrt(depth); gpt: GPT-2 init, "
-              f"{args.jacobian_tokens} tokens, first seed)")
+              f"{args.jacobian_tokens} tokens; seed {spec.seeds[0]})")
         print(report.spectra_table(result["jacobian"]))
     if args.json:
         report.write_json(args.json, result)

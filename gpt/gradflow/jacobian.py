@@ -197,27 +197,35 @@ def stack_spectra(blocks: list[BlockParams], variant: Variant, x0: np.ndarray,
     """Singular values of each block's Jacobian and of the running product J_l ... J_1.
 
     Returns {"per_block": [sv (C,) for each block], "product": [sv of the product up to block l],
-    "product_norm": [largest sv], "product_min": [smallest sv]} as Python lists; `method`
+    "product_max" / "product_median" / "product_min": [one number per l]} as lists; `method`
     "autograd" computes each block's Jacobian by reverse mode instead of the analytic form.
     """
     if method not in ("analytic", "autograd"):
         raise ValueError(f"method must be 'analytic' or 'autograd', got {method!r}")
     x = np.asarray(x0, dtype=np.float64)
-    prod = np.eye(x.shape[0])
-    per_block, product = [], []
+    jacs = []
     for p in blocks:
         if method == "analytic":
-            j = block_jacobian(p, x, variant, eps)
+            jacs.append(block_jacobian(p, x, variant, eps))
         else:
-            j = computed_jacobian(block_fn(p, variant, eps), x)
-        prod = j @ prod
+            jacs.append(computed_jacobian(block_fn(p, variant, eps), x))
+        x = block_forward(p, x, variant, eps)
+    return _spectra(jacs)
+
+
+def _spectra(jacs) -> dict:
+    """Singular values of each Jacobian and of the running product, bottom block first."""
+    prod = None
+    per_block, product = [], []
+    for j in jacs:
+        prod = j if prod is None else j @ prod
         per_block.append(singular_values(j))
         product.append(singular_values(prod))
-        x = block_forward(p, x, variant, eps)
     return {
         "per_block": [s.tolist() for s in per_block],
         "product": [s.tolist() for s in product],
         "product_max": [float(s[0]) for s in product],
+        "product_median": [float(np.median(s)) for s in product],
         "product_min": [float(s[-1]) for s in product],
     }
 
@@ -292,17 +300,10 @@ def gpt_block_spectra(model, idx) -> dict:
     finally:
         model.trace(False)
     n = int(np.prod(inputs[0].shape))
-    prod = np.eye(n)
-    per_block, product = [], []
-    for block, x in zip(model.transformer.h, inputs):
-        j = jacobian(lambda t, block=block: block(t), Tensor(x))
-        j = (j.get() if hasattr(j, "get") else np.asarray(j)).reshape(n, n).astype(np.float64)
-        prod = j @ prod
-        per_block.append(singular_values(j))
-        product.append(singular_values(prod))
-    return {
-        "per_block": [s.tolist() for s in per_block],
-        "product": [s.tolist() for s in product],
-        "product_max": [float(s[0]) for s in product],
-        "product_min": [float(s[-1]) for s in product],
-    }
+
+    def jacs():
+        for block, x in zip(model.transformer.h, inputs):
+            j = jacobian(lambda t, block=block: block(t), Tensor(x))
+            yield (j.get() if hasattr(j, "get") else np.asarray(j)).reshape(n, n).astype(np.float64)
+
+    return _spectra(jacs())

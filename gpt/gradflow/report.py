@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 MISSING_MATPLOTLIB = (
     "matplotlib is not installed, so no plot was written (the table and JSON are complete); "
     "install the optional extra with `pip install -e \".[plot]\"` or `pip install matplotlib`"
@@ -39,6 +41,9 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=folder)
     os.close(fd)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
         write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -114,17 +119,22 @@ def layer_table(run: dict) -> str:
 
 
 def spectra_table(rows: list[dict]) -> str:
-    """Largest and smallest singular value of one block's Jacobian and of the product across depth."""
-    headers = ["kind", "variant", "seed", "depth", "width", "block smax", "block smin",
-               "prod smax", "prod smin", "prod cond"]
+    """Singular values of one block's Jacobian (the largest over blocks, and the median of the
+    block medians) and of the product across depth (largest, median, smallest).
+
+    Norms have exact zero singular values (LayerNorm removes the mean and radial directions of
+    every token), so the smallest value is ~1e-17 for any normed stack and the median is the
+    number that says whether the bulk of the spectrum survives depth.
+    """
+    headers = ["kind", "variant", "seed", "depth", "width", "block max", "block med",
+               "prod max", "prod med", "prod min"]
     out = []
     for r in rows:
         bmax = max(s[0] for s in r["per_block"])
-        bmin = min(s[-1] for s in r["per_block"])
-        pmax, pmin = r["product_max"][-1], r["product_min"][-1]
-        cond = pmax / pmin if pmin > 0 else float("inf")
+        bmed = float(np.median([np.median(s) for s in r["per_block"]]))
+        top = r["product"][-1]
         out.append([r["kind"], r["variant"], str(r["seed"]), str(r["depth"]), str(r["width"]),
-                    f"{bmax:.3g}", f"{bmin:.3g}", f"{pmax:.3g}", f"{pmin:.3g}", f"{cond:.3g}"])
+                    f"{bmax:.3g}", f"{bmed:.3g}", f"{top[0]:.3g}", f"{float(np.median(top)):.3g}", f"{top[-1]:.3g}"])
     return format_table(headers, out)
 
 
@@ -142,42 +152,56 @@ def _pyplot():
 
 def _save(fig, path, plt) -> Path:
     try:
-        return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=90, format="png"))
+        return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png"))
     finally:
         plt.close(fig)
 
 
+def _style(variant: str, palette: dict) -> dict:
+    """One colour per variant (ignoring the norm), dashed for RMSNorm, so ln/rms pairs overlay visibly."""
+    base = variant.replace("-rmsnorm", "").replace("-layernorm", "")
+    if base not in palette:
+        palette[base] = f"C{len(palette) % 10}"
+    return {"color": palette[base], "linestyle": "--" if "rmsnorm" in variant else "-"}
+
+
 def plot_gradients(result: dict, path: str | os.PathLike) -> str:
-    """Left: |dL/dx_0| against depth per variant (log scale, band = ±1 std over seeds).
-    Right: |dL/dx_l| against block index l at the deepest depth, one line per variant.
+    """Left: |dL/dx_0| against depth per variant (log-log, band = ±1 std over seeds).
+    Right: |dL/dx_l| against block index l at the deepest depth (first seed), one line per variant.
     Returns a line saying what was written, or why nothing was."""
     plt = _pyplot()
     if plt is None:
         return MISSING_MATPLOTLIB
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     summary, runs = result["summary"], result["runs"]
     variants = list(dict.fromkeys(s["variant"] for s in summary))
+    depths = sorted({s["depth"] for s in summary})
+    first_seed = min(r["seed"] for r in runs)
+    palette: dict = {}
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
     for v in variants:
-        rows = sorted((s for s in summary if s["variant"] == v), key=lambda s: s["depth"])
+        style = _style(v, palette)
+        rows = [s for s in sorted(summary, key=lambda s: s["depth"]) if s["variant"] == v and s["grad_in_mean"]]
         d = [s["depth"] for s in rows]
         m = [s["grad_in_mean"] for s in rows]
         sd = [s["grad_in_std"] or 0.0 for s in rows]
-        line, = ax0.plot(d, m, marker="o", label=v)
-        lo = [max(a - b, a * 1e-3) for a, b in zip(m, sd)]
-        ax0.fill_between(d, lo, [a + b for a, b in zip(m, sd)], color=line.get_color(), alpha=0.2)
-        deepest = max(d)
+        ax0.plot(d, m, marker="o", ms=3, label=v, **style)
+        ax0.fill_between(d, [max(a - b, a * 1e-2) for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)],
+                         color=style["color"], alpha=0.15)
         for run in runs:
-            if run["variant"] == v and run["depth"] == deepest and run["seed"] == runs[0]["seed"]:
-                g = [layer["grad_norm"] for layer in run["layers"]]
-                ax1.plot(range(len(g)), g, color=line.get_color(), label=f"{v} (L={deepest})")
-    ax0.set(xscale="log", yscale="log", xlabel="depth (blocks)", ylabel="|dL/dx| at block 0 input",
-            title="input gradient vs depth")
-    ax0.set_xticks(sorted({s["depth"] for s in summary}))
-    ax0.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
-    ax1.set(yscale="log", xlabel="block index l (0 = bottom)", ylabel="|dL/dx_l|",
-            title="gradient along the stack")
+            if run["variant"] == v and run["depth"] == depths[-1] and run["seed"] == first_seed and run["layers"]:
+                g = [layer["grad_norm"] for layer in run["layers"]] + [run["grad_out"]]
+                ax1.plot(range(len(g)), g, label=v, **style)
+    ax0.set(xscale="log", yscale="log", xlabel="depth L (blocks)", ylabel="|dL/dx_0| (bottom block input)",
+            title="gradient reaching the bottom vs depth")
+    ax0.set_xticks(depths)
+    ax0.xaxis.set_major_formatter(ScalarFormatter())
+    ax0.xaxis.set_minor_formatter(NullFormatter())
+    ax1.set(yscale="log", xlabel=f"block l (0 = bottom, {depths[-1]} = top of the stack)", ylabel="|dL/dx_l|",
+            title=f"gradient along a stack of {depths[-1]} blocks")
     for ax in (ax0, ax1):
-        ax.grid(True, which="both", alpha=0.3)
+        ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(result.get("title", "gradient flow"), fontsize=9)
     fig.tight_layout()
@@ -186,29 +210,36 @@ def plot_gradients(result: dict, path: str | os.PathLike) -> str:
 
 
 def plot_spectra(rows: list[dict], path: str | os.PathLike) -> str:
-    """Left: largest/smallest singular value of the product J_l...J_1 against l (log scale).
-    Right: the full spectrum of the product at the top of the stack, sorted."""
+    """One column per block kind (linear, mlp, gpt). Top: largest (solid) and median (dotted)
+    singular value of the product J_l...J_1 against l. Bottom: the sorted spectrum of the
+    product at the top of the stack. Values below 1e-20 (exact zeros of the norms) are clipped."""
     plt = _pyplot()
     if plt is None:
         return MISSING_MATPLOTLIB
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
     first_seed = min(r["seed"] for r in rows)
-    for r in rows:
-        if r["seed"] != first_seed:
-            continue
-        label = f"{r['kind']} {r['variant']}"
-        ls = "-" if r["kind"] == "mlp" else "--"
-        depth = range(1, len(r["product_max"]) + 1)
-        line, = ax0.plot(depth, r["product_max"], ls, label=label)
-        ax0.plot(depth, r["product_min"], ls, color=line.get_color(), alpha=0.5)
-        ax1.plot(range(1, len(r["product"][-1]) + 1), r["product"][-1], ls, color=line.get_color(), label=label)
-    ax0.set(yscale="log", xlabel="blocks multiplied (l)", ylabel="singular value",
-            title="largest / smallest sv of J_l...J_1")
-    ax1.set(yscale="log", xlabel="index (sorted)", ylabel="singular value",
-            title="spectrum of the full product")
-    for ax in (ax0, ax1):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(2, len(kinds), figsize=(4 * len(kinds), 6.5), squeeze=False)
+    floor = 1e-20
+    palette: dict = {}
+    for col, kind in enumerate(kinds):
+        top, bottom = axes[0][col], axes[1][col]
+        for r in rows:
+            if r["kind"] != kind or r["seed"] != first_seed:
+                continue
+            style = _style(r["variant"], palette)
+            depth = range(1, len(r["product"]) + 1)
+            top.plot(depth, [max(s[0], floor) for s in r["product"]], label=r["variant"], **style)
+            top.plot(depth, [max(float(np.median(s)), floor) for s in r["product"]], color=style["color"],
+                     linestyle=":")
+            spec = [max(v, floor) for v in r["product"][-1]]
+            bottom.plot(range(1, len(spec) + 1), spec, label=r["variant"], **style)
+        top.set(yscale="log", xlabel="blocks multiplied l", title=f"{kind}: max (solid), median (dotted)")
+        bottom.set(yscale="log", xlabel="singular value index", title=f"{kind}: spectrum of the full product")
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("singular value of J_l...J_1")
+    axes[1][0].set_ylabel("singular value")
     fig.tight_layout()
     _save(fig, path, plt)
     return f"wrote {path}"
