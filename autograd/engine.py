@@ -80,20 +80,26 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
                     key = id(parent)
                     pending[key] = pg if key not in pending else pending[key] + pg
                 else:
+                    # Only remember whether pg *is* the incoming gradient (then it may be shared
+                    # with other inputs): holding g itself would keep every node's incoming
+                    # gradient alive until the end of the pass.
                     entry = leaf_grads.get(id(parent))
                     if entry is None:
-                        leaf_grads[id(parent)] = [parent, pg, g]
+                        leaf_grads[id(parent)] = [parent, pg, pg is g]
                     else:
                         entry[1] = entry[1] + pg
-                        entry[2] = None  # a fresh sum: owned by nobody else
+                        entry[2] = False  # a fresh sum: owned by nobody else
             if not retain_graph:
                 node.release()
+            # Drop this node's gradients now: kept in locals they would stay alive through
+            # the next node's backward (or, after the last node, through the whole leaf pass).
+            g = grads = pg = None
     owned: set[int] = set()
-    for leaf, pg, incoming in leaf_grads.values():
-        _accumulate_leaf(leaf, pg, incoming, owned)
+    for leaf, pg, shared in leaf_grads.values():
+        _accumulate_leaf(leaf, pg, shared, owned)
 
 
-def _accumulate_leaf(leaf, grad, incoming, owned: set[int]) -> None:
+def _accumulate_leaf(leaf, grad, shared: bool, owned: set[int]) -> None:
     grad = _run_hooks(leaf._hooks, grad)
     if grad.dtype != leaf.data.dtype:
         grad = grad.astype(leaf.data.dtype)
@@ -105,7 +111,7 @@ def _accumulate_leaf(leaf, grad, incoming, owned: set[int]) -> None:
         # The backward may hand the same array to several inputs (add) or pass a view of its
         # incoming gradient: copy so that no two leaves share one .grad buffer and in-place
         # updates of one .grad (clipping, accumulation) never touch another array.
-        if (grad is incoming or grad.base is not None or id(grad) in owned
+        if (shared or grad.base is not None or id(grad) in owned
                 or not getattr(grad.flags, "writeable", True)):
             grad = grad.copy()
         leaf.grad = grad

@@ -172,7 +172,7 @@ class Tensor:
         if self._node is None:  # a leaf: its gradient is the seed itself
             from autograd.engine import _accumulate_leaf
 
-            _accumulate_leaf(self, grad, grad, set())
+            _accumulate_leaf(self, grad, True, set())
             return
         _run_backward(self, grad, retain_graph=retain_graph)
 

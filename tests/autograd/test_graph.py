@@ -233,3 +233,25 @@ def test_importing_autograd_does_not_import_cupy():
     code = "import sys, autograd, autograd.ops, autograd.functional; print('cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_gradients_of_intermediates_are_freed_during_backward():
+    # Hooks on the non-leaf tensors record weak references to the gradients flowing into them;
+    # by the time the leaves' hooks run (at the end of the pass) all of them must be gone
+    # except the seed of backward itself.
+    rng = np.random.default_rng(0)
+    weights = [Tensor(rng.standard_normal(1000), requires_grad=True) for _ in range(5)]
+    h = Tensor(rng.standard_normal(1000))
+    refs = []
+    for w in weights:
+        h = h * w
+        h.register_hook(lambda g: refs.append(weakref.ref(g)))
+    alive = []
+
+    def check(g):
+        gc.collect()
+        alive.append(sum(r() is not None for r in refs[1:]))  # refs[0]: the caller's seed
+
+    weights[0].register_hook(check)
+    h.sum().backward()
+    assert len(refs) == 5 and alive == [0]
