@@ -12,6 +12,7 @@ import numpy as np
 
 import autograd
 from autograd.backend import device_of, module_for_device, parse_device, to_device
+from autograd.grad_mode import is_grad_enabled
 from autograd.tensor import Tensor
 from nn.dropout import Dropout
 from nn.linear import Linear
@@ -56,6 +57,11 @@ class KVCache:
         self.length = 0
 
     def append(self, k: Tensor | Any, v: Tensor | Any) -> tuple[Tensor, Tensor]:
+        if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (k, v)):
+            raise RuntimeError(
+                "KVCache.append: these keys/values require grad, and the cache would cut them from the "
+                "graph; run cached decoding under autograd.no_grad() (train without a cache)"
+            )
         k = k.data if isinstance(k, Tensor) else k
         v = v.data if isinstance(v, Tensor) else v
         expect = (self.batch, self.n_head, self.head_dim)

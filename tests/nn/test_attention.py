@@ -145,6 +145,13 @@ def test_kv_cache_writes_in_place_and_returns_views():
     assert "length=2/5" in repr(cache)
 
 
+def test_a_cache_refuses_keys_that_carry_a_graph():
+    mha = nn.MultiHeadAttention(8, 2)
+    cache = nn.KVCache(1, 2, 8, 4)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        mha(Tensor(np.ones((1, 2, 8), np.float32)), kv_cache=cache)
+
+
 def test_pos_offset_must_agree_with_the_cache():
     mha = nn.MultiHeadAttention(8, 2)
     cache = nn.KVCache(1, 2, 8, 4)
