@@ -82,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
     from gpt.generate import generate, kv_cache_numbers_per_token, stream_text
 
     _check(args)
+    from autograd import backend
+
+    try:  # a missing GPU is the user's to fix: one clear line, no traceback
+        backend.module_for_device(args.device)
+    except RuntimeError as exc:
+        raise ValueError(f"--device {args.device}: {exc}") from None
     model, tok, meta = load_model(args.run or args.checkpoint, device=args.device)
     if tok is None:
         raise ValueError(f"checkpoint {meta.get('path')!r} holds no tokenizer, so its ids cannot be shown as text")
