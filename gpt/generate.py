@@ -95,8 +95,7 @@ class Decoder:
     def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
         with inference(self.model):
             logits, _ = self.model(idx, kv_caches=caches, pos_offset=pos_offset, last_only=True)
-        out = logits.data[:, -1, :]  # (B, V)
-        return out if isinstance(out, np.ndarray) else out.get()
+        return _host(logits.data[:, -1, :])  # (B, V)
 
     def _run_window(self) -> np.ndarray:
         window = self.tokens[:, self.s:self.n]  # (B, n - s)
@@ -128,8 +127,7 @@ class Decoder:
             return self._run_window()
         # the cached step: only the new token, at position n - 1 - s of the window
         if self.fast is not None:
-            out = self.fast.step(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s)
-            return out if isinstance(out, np.ndarray) else out.get()
+            return _host(self.fast.step(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s))
         return self._forward(self.tokens[:, self.n - 1:self.n], self.n - 1 - self.s, self.caches)
 
     def reorder(self, rows: np.ndarray) -> None:
@@ -142,6 +140,15 @@ class Decoder:
                 idx = rows if isinstance(c.k, np.ndarray) else to_device(rows, device_of(c.k))
                 c.k[:, :, :L] = c.k[idx, :, :L]  # fancy indexing copies first: no aliasing
                 c.v[:, :, :L] = c.v[idx, :, :L]
+
+
+def _host(a) -> np.ndarray:
+    """A host numpy array of the (B, V) logits (one small copy per step from the GPU)."""
+    if isinstance(a, np.ndarray):
+        return a
+    from autograd.backend import xp_of
+
+    return xp_of(a).ascontiguousarray(a).get()
 
 
 # ---- inputs ----------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_each_cached_step_equals_the_uncached_forward_on_the_whole_window(varian
 
 
 @pytest.mark.parametrize("pos", POSITIONS)
-@pytest.mark.parametrize("prompt_len", [1, 4, 11])
+@pytest.mark.parametrize("prompt_len", [1, 4, 11, 23])  # 23 > block_size: the prompt is windowed
 def test_greedy_tokens_are_identical_with_and_without_cache_past_block_size(pos, prompt_len):
     model = tiny(pos)
     prompt = np.arange(prompt_len)[None, :] % 48
