@@ -14,28 +14,34 @@ milliseconds instead of minutes.
 from __future__ import annotations
 
 import heapq
+from itertools import repeat
+from operator import add
 
 LONG_PIECE = 256  # bytes; from here on the heap version wins
 _INF = 1 << 62
 
 
+_SINGLE = [bytes([i]) for i in range(256)]
+
+
 def merge_small(ranks: dict[bytes, int], b: bytes) -> list[int]:
     """Token ids of piece ``b`` (any length; quadratic, meant for short pieces)."""
     get = ranks.get
-    bounds = list(range(len(b) + 1))  # part i is b[bounds[i]:bounds[i + 1]]
-    pr = [get(b[i : i + 2], _INF) for i in range(len(b) - 1)]  # rank of joining parts i, i+1
+    parts = list(map(_SINGLE.__getitem__, b))
+    # pr[i]: rank of joining parts i and i+1 (_INF when that is not a token)
+    pr = list(map(get, map(add, parts, parts[1:]), repeat(_INF)))
     while pr:
         m = min(pr)
         if m == _INF:
             break
-        i = pr.index(m)
-        del bounds[i + 1]
+        i = pr.index(m)  # the leftmost pair of lowest rank
+        parts[i] += parts.pop(i + 1)
         del pr[i]
-        if i > 0:
-            pr[i - 1] = get(b[bounds[i - 1] : bounds[i + 1]], _INF)
+        if i:
+            pr[i - 1] = get(parts[i - 1] + parts[i], _INF)
         if i < len(pr):
-            pr[i] = get(b[bounds[i] : bounds[i + 2]], _INF)
-    return [ranks[b[bounds[i] : bounds[i + 1]]] for i in range(len(bounds) - 1)]
+            pr[i] = get(parts[i] + parts[i + 1], _INF)
+    return list(map(ranks.__getitem__, parts))
 
 
 def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:

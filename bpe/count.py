@@ -21,23 +21,29 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
 
-import regex
-
 from .corpus import BLOCK_BYTES, read_blocks
-from .patterns import segment_splitter
+from .patterns import chunk_finder, segment_splitter
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
 MAX_SEGMENTS = 1 << 21  # distinct segments held before flushing into chunk counts
 
 
 class ChunkCounter:
-    """Accumulates chunk counts of texts under one split pattern."""
+    """Accumulates chunk counts of texts under one split pattern.
+
+    Segments between two cuts ("regular" ones) can be concatenated in any order without
+    changing their chunks, because each cut rule only looks at the character before the
+    cut and the start of the segment after it. So all distinct regular segments that
+    occur ``n`` times are joined and pre-tokenized by one regex call; only the first and
+    last segment of each text (whose outer ends are not cuts) are handled one by one.
+    """
 
     def __init__(self, pattern: str):
         self.pattern = pattern
-        self._findall = regex.compile(pattern).findall
+        self._findall = chunk_finder(pattern)
         self._split = segment_splitter(pattern)
-        self._segments: Counter[str] = Counter()
+        self._segments: Counter[str] = Counter()  # regular segments
+        self._ends: Counter[str] = Counter()  # first and last segments of texts
         self.chunks: Counter[str] = Counter()
         self.n_bytes = 0  # characters seen, a progress measure
 
@@ -47,23 +53,45 @@ class ChunkCounter:
         if self._split is None:
             self.chunks.update(self._findall(text))
             return
-        self._segments.update(self._split(text))
-        if len(self._segments) > MAX_SEGMENTS:
+        segs = self._split(text)
+        if len(segs) <= 2:
+            self._ends.update(segs)
+        else:
+            self._ends[segs[0]] += 1
+            self._ends[segs[-1]] += 1
+            del segs[0], segs[-1]
+            self._segments.update(segs)
+        if len(self._segments) + len(self._ends) > MAX_SEGMENTS:
             self.flush()
 
     def flush(self) -> None:
         """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
         findall = self._findall
-        once: list[str] = []
         counts = self.chunks
+        by_count: dict[int, list[str]] = {}
         for seg, n in self._segments.items():
-            if n == 1:
-                once += findall(seg)
+            lst = by_count.get(n)
+            if lst is None:
+                by_count[n] = [seg]
             else:
-                for c in findall(seg):
-                    counts[c] += n
-        counts.update(once)
+                lst.append(seg)
+        for n, segs in by_count.items():
+            joined = "".join(segs)
+            if joined.isascii():
+                chunks = findall(joined)
+            else:  # keep the ASCII segments on the fast path
+                chunks = findall("".join([s for s in segs if s.isascii()]))
+                chunks += findall("".join([s for s in segs if not s.isascii()]))
+            if n == 1:
+                counts.update(chunks)
+            else:
+                for c, k in Counter(chunks).items():
+                    counts[c] += k * n
+        for seg, n in self._ends.items():
+            for c in findall(seg):
+                counts[c] += n
         self._segments = Counter()
+        self._ends = Counter()
 
     def result(self) -> Counter[str]:
         self.flush()

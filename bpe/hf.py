@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 
 from .atomic import atomic_write_text
@@ -120,6 +121,16 @@ def save_gpt2_files(tok, encoder_json, vocab_bpe) -> None:
     atomic_write_text(vocab_bpe, "\n".join(lines) + "\n")
 
 
+def onig_pattern(pattern: str) -> str:
+    """The split pattern as Hugging Face's Oniguruma reads it the same way.
+
+    Oniguruma reads ``X{1,3}+`` as ``(X{1,3})+`` (a repeat of a repeat), not as a
+    possessive bounded repeat. Where the possessive form ends an alternative, as in
+    cl100k's ``\\p{N}{1,3}+``, the greedy ``X{1,3}`` matches the same text.
+    """
+    return re.sub(r"(\{\d+(?:,\d*)?\})\+", r"\1", pattern)
+
+
 def huggingface_dict(tok) -> dict:
     ranks = tok.mergeable_ranks
     by_rank = sorted(ranks.items(), key=lambda x: x[1])
@@ -142,7 +153,7 @@ def huggingface_dict(tok) -> dict:
         pre = dict(byte_level, use_regex=True)  # the same regex, built in
     else:
         pre = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": tok.pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": onig_pattern(tok.pattern)}, "behavior": "Isolated", "invert": False},
             byte_level]}
     added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": True} for s, i in sorted(tok.special_tokens.items(), key=lambda x: x[1])]

@@ -87,6 +87,50 @@ _CUTS = {
 }
 
 
+# ASCII-only equivalents of the built-in patterns for the standard library's `re`, which
+# runs these about 3x faster than `regex` runs the Unicode ones. On text that is pure
+# ASCII they give exactly the same chunks (checked by tests with hypothesis): \p{L} is
+# [A-Za-z] there, \p{N} is [0-9], \s is the six characters below (not \x1c-\x1f, which
+# `re` would count), possessive quantifiers are dropped where nothing after them could
+# make the matcher backtrack, and \p{Lu}... are [A-Z] or [a-z].
+_W = r"\t\n\x0b\x0c\r "
+_ASCII = {
+    GPT2_PATTERN: (
+        rf"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_W}A-Za-z0-9]+|[{_W}]+(?![^{_W}])|[{_W}]+"""
+    ),
+    GPT4_PATTERN: (
+        rf"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?[A-Za-z]+|[0-9]{{1,3}}| ?[^{_W}A-Za-z0-9]+[\r\n]*"""
+        rf"""|[{_W}]+$|[{_W}]*[\r\n]|[{_W}]+(?![^{_W}])|[{_W}]"""
+    ),
+    O200K_PATTERN: (
+        r"""[^\r\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+        r"""|[^\r\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+        rf"""|[0-9]{{1,3}}| ?[^{_W}A-Za-z0-9]+[\r\n/]*|[{_W}]*[\r\n]+|[{_W}]+(?![^{_W}])|[{_W}]+"""
+    ),
+}
+
+
+def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
+    """``findall`` for the pattern: the `re` ASCII twin on ASCII text, `regex` otherwise."""
+    import regex
+
+    slow = regex.compile(pattern).findall
+    twin = _ASCII.get(pattern)
+    if twin is None:
+        return slow
+    fast = re.compile(twin, re.ASCII).findall
+
+    def findall(text: str) -> list[str]:
+        return fast(text) if text.isascii() else slow(text)
+
+    return findall
+
+
+def segment_cut(pattern: str) -> re.Pattern | None:
+    """The compiled zero-width cut regex of a built-in pattern, or None."""
+    return _CUTS.get(pattern)
+
+
 def segment_splitter(pattern: str) -> Callable[[str], list[str]] | None:
     """A function cutting text into independently pre-tokenizable segments, or None.
 

@@ -11,6 +11,7 @@ bytes, merge k makes id 256 + k, special tokens follow (unless given explicit id
 from __future__ import annotations
 
 import os
+from itertools import chain
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import AbstractSet, Collection, Literal
@@ -18,9 +19,10 @@ from typing import AbstractSet, Collection, Literal
 import regex
 
 from .bytepair import byte_pair_encode
-from .patterns import GPT4_PATTERN, resolve_pattern, segment_splitter
+from .patterns import GPT4_PATTERN, chunk_finder, resolve_pattern, segment_cut
 
-CACHE_LIMIT = 1 << 18  # pieces (and segments) remembered; cleared when full
+CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is cleared when full
+ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts (more blocks are pure ASCII)
 
 
 class Tokenizer:
@@ -60,10 +62,9 @@ class Tokenizer:
             raise ValueError("two special tokens share an id")
 
     def _setup(self) -> None:
-        self._findall = regex.compile(self.pattern).findall
-        self._split = segment_splitter(self.pattern)
+        self._findall = chunk_finder(self.pattern)
+        self._cut = segment_cut(self.pattern)
         self._cache: dict[str, list[int]] = {}
-        self._seg_cache: dict[str, list[int]] = {}
         self._special_res: dict[frozenset, object] = {}
 
     def __getstate__(self):  # pickling for worker processes: caches and compiled regexes stay behind
@@ -122,34 +123,38 @@ class Tokenizer:
         return byte_pair_encode(self._ranks, piece.encode("utf-8"))
 
     def _encode_chunks(self, text: str) -> list[int]:
+        pieces = self._findall(text)
         cache = self._cache
-        out: list[int] = []
-        for piece in self._findall(text):
-            ids = cache.get(piece)
-            if ids is None:
-                ids = byte_pair_encode(self._ranks, piece.encode("utf-8"))
-                if len(cache) >= CACHE_LIMIT:
-                    cache.clear()
-                cache[piece] = ids
-            out += ids
-        return out
+        got = list(map(cache.get, pieces))  # one C-level pass; None marks a cache miss
+        if None in got:
+            ranks = self._ranks
+            if len(cache) + len(pieces) > CACHE_LIMIT:
+                cache.clear()
+            for i, ids in enumerate(got):
+                if ids is None:
+                    piece = pieces[i]
+                    ids = cache.get(piece)  # the same piece may have been missed earlier in this text
+                    if ids is None:
+                        ids = byte_pair_encode(ranks, piece.encode("utf-8"))
+                        cache[piece] = ids
+                    got[i] = ids
+        return list(chain.from_iterable(got))
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Token ids of ``text``; special-token text is encoded as ordinary text."""
         if not isinstance(text, str):
             raise TypeError(f"encode expects str, got {type(text).__name__}")
-        if self._split is None or len(text) < 256:
+        if len(text) <= ENCODE_BLOCK or self._cut is None:
             return self._encode_chunks(text)
-        segs = self._seg_cache
+        # Long texts go in blocks cut at chunk boundaries, to bound the memory of the pieces.
         out: list[int] = []
-        for seg in self._split(text):
-            ids = segs.get(seg)
-            if ids is None:
-                ids = self._encode_chunks(seg)
-                if len(segs) >= CACHE_LIMIT:
-                    segs.clear()
-                segs[seg] = ids
-            out += ids
+        pos = 0
+        n = len(text)
+        while pos < n:
+            m = self._cut.search(text, pos + ENCODE_BLOCK) if pos + ENCODE_BLOCK < n else None
+            end = m.start() if m else n
+            out += self._encode_chunks(text[pos:end])
+            pos = end
         return out
 
     def _special_re(self, names: AbstractSet[str]):

@@ -44,7 +44,7 @@ def test_ids_are_the_files_ranks(pair):
 
 
 @pytest.mark.parametrize("text", [
-    PROSE, CODE, PROSE * 3 + CODE * 2,
+    PROSE, CODE, PROSE * 3 + CODE * 2, (PROSE + CODE) * 40,
     "1234567890 123 12 1 99999999999999",
     "   leading and trailing   \n\n\n   \t\t\n",
     "ÀÁÂÃÄÅÆÇÈÉ àáâãäåæçèé ĀāĂăĄą",

@@ -4,8 +4,10 @@ import json
 import os
 
 import pytest
+import regex
 
 from bpe import GPT2_PATTERN, Tokenizer
+from bpe.hf import unicode_to_bytes
 
 from .conftest import PROSE
 
@@ -68,10 +70,15 @@ def test_huggingface_export_encodes_identically(which, request, tmp_path, corpus
     p = tmp_path / "tokenizer.json"
     tok.save_huggingface(p)
     hf = tokenizers.Tokenizer.from_file(str(p))
-    for text in [SAMPLE, corpus_texts[5], corpus_texts[-1], "a" * 3000, "  \n\n\t x  y\r\n"]:
+    texts = [SAMPLE, "0x0010 \\U0001f600 1234567890", "a" * 3000, "  \n\n\t x  y\r\n"] + corpus_texts[::7]
+    for text in texts:
         ids = tok.encode(text, allowed_special="all")
         assert hf.encode(text).ids == ids
         assert hf.decode(ids, skip_special_tokens=False) == text
+        # The pre-tokenizers agree chunk for chunk (not only where the vocabulary hides it).
+        plain = text.replace("<|endoftext|>", "")
+        theirs = [bytes(unicode_to_bytes()[c] for c in s) for s, _ in hf.pre_tokenizer.pre_tokenize_str(plain)]
+        assert theirs == [c.encode() for c in regex.findall(tok.pattern, plain)]
 
 
 # ---- malformed files ------------------------------------------------------------

@@ -1,0 +1,228 @@
+"""Benchmark bpe against its peers: training time, encode throughput, bytes per token.
+
+Corpus: the running Python's standard-library .py sources in sorted order, read as
+bytes and concatenated, wrapping around to reach each size (3.11 holds 31.5 MB).
+Every trainer gets the same documents (one per source file) and the same split
+pattern. Peers appear when installed: Hugging Face tokenizers, rustbpe (training),
+tiktoken (encoding with our trained ranks, so the vocabularies are identical).
+
+    python3 benchmarks/bench_bpe.py                  # 10 and 50 MB, vocab 4096 and 32768
+    python3 benchmarks/bench_bpe.py --quick          # 2 MB, vocab 1024 and 4096, one run
+    python3 benchmarks/bench_bpe.py --sizes 10 --vocabs 4096 --repeat 3
+
+Times are wall-clock medians of --repeat runs (training) and --encode-repeat runs
+(encoding). Encoding with ours is measured cold (a fresh tokenizer: empty chunk cache)
+and warm (the same text again, cache filled).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bpe import Tokenizer  # noqa: E402
+from bpe.corpus import default_corpus_files  # noqa: E402
+from bpe.patterns import resolve_pattern  # noqa: E402
+
+MB = 1_000_000
+
+
+def stdlib_docs(n_bytes: int) -> list[str]:
+    """Documents (one per file, wrapping around) whose UTF-8 bytes total ``n_bytes``."""
+    files = default_corpus_files()
+    docs: list[str] = []
+    total = 0
+    while total < n_bytes:
+        for f in files:
+            data = f.read_bytes()
+            if total + len(data) > n_bytes:
+                data = data[: n_bytes - total]
+            docs.append(data.decode("utf-8", errors="replace"))
+            total += len(data)
+            if total >= n_bytes:
+                break
+    return docs
+
+
+def median_time(fn, repeat: int):
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def try_import(name):
+    try:
+        return __import__(name)
+    except Exception:
+        return None
+
+
+# ---- training ---------------------------------------------------------------------
+
+
+def train_ours(docs, vocab, pattern, workers):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Tokenizer.train_from_iterator(docs, vocab_size=vocab, pattern=pattern,
+                                             special_tokens=["<|endoftext|>"], workers=workers, progress=False)
+
+
+def train_hf(tokenizers, docs, vocab, pattern):
+    from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, show_progress=False, min_frequency=0,
+                                  special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(docs, trainer=trainer)
+    return tok
+
+
+def train_rustbpe(rustbpe, docs, vocab, pattern):
+    tok = rustbpe.Tokenizer()
+    tok.train_from_iterator(iter(docs), vocab - 1, pattern=pattern)
+    return tok
+
+
+# ---- table ------------------------------------------------------------------------
+
+
+def print_table(title, header, rows):
+    print(f"\n{title}")
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    line = "| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |"
+    print(line)
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |")
+    sys.stdout.flush()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10,50", help="corpus sizes in MB for training (default 10,50)")
+    ap.add_argument("--vocabs", default="4096,32768", help="vocabulary sizes (default 4096,32768)")
+    ap.add_argument("--encode-size", type=float, default=10, help="MB of corpus to encode (default 10)")
+    ap.add_argument("--encode-vocab", type=int, default=None, help="vocab of the tokenizer used to encode (default: largest of --vocabs)")
+    ap.add_argument("--pattern", default="gpt4", help="split pattern for every tool (default gpt4)")
+    ap.add_argument("--repeat", type=int, default=1, help="training runs per cell (median; default 1)")
+    ap.add_argument("--encode-repeat", type=int, default=3, help="encoding runs per cell (median; default 3)")
+    ap.add_argument("--workers", type=int, default=None, help="our counting/batch processes (default all cores)")
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-encode", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="2 MB, vocab 1024 and 4096, single runs")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes, args.vocabs, args.encode_size, args.repeat, args.encode_repeat = "2", "1024,4096", 2, 1, 1
+    sizes = [float(s) for s in args.sizes.split(",")]
+    vocabs = [int(v) for v in args.vocabs.split(",")]
+    pattern = resolve_pattern(args.pattern)
+    tokenizers = try_import("tokenizers")
+    tiktoken = try_import("tiktoken")
+    rustbpe = try_import("rustbpe")
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"python {sys.version.split()[0]}, {ncpu} cores, pattern {args.pattern}; peers: "
+          f"tokenizers {getattr(tokenizers, '__version__', 'absent')}, tiktoken {getattr(tiktoken, '__version__', 'absent')}, "
+          f"rustbpe {'present' if rustbpe else 'absent'}")
+
+    trained: dict[int, Tokenizer] = {}
+    if not args.skip_train:
+        rows = []
+        for size in sizes:
+            docs = stdlib_docs(int(size * MB))
+            for vocab in vocabs:
+                t_ours, tok = median_time(lambda: train_ours(docs, vocab, pattern, args.workers), args.repeat)
+                trained[vocab] = tok
+                row = [f"{size:g} MB", vocab, f"{t_ours:.1f}"]
+                if tokenizers:
+                    t_hf, _ = median_time(lambda: train_hf(tokenizers, docs, vocab, pattern), args.repeat)
+                    row += [f"{t_hf:.1f}", f"{t_ours / t_hf:.2f}x"]
+                else:
+                    row += ["-", "-"]
+                if rustbpe:
+                    try:
+                        t_rb, _ = median_time(lambda: train_rustbpe(rustbpe, docs, vocab, pattern), args.repeat)
+                        row.append(f"{t_rb:.1f}")
+                    except Exception as e:  # an API we do not know: say so, keep going
+                        row.append(f"error: {type(e).__name__}")
+                else:
+                    row.append("-")
+                rows.append(row)
+                print(f"  trained {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
+            del docs
+        print_table(f"Training time, seconds (median of {args.repeat})",
+                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF", "rustbpe"], rows)
+
+    if not args.skip_encode:
+        ev = args.encode_vocab or max(vocabs)
+        docs = stdlib_docs(int(args.encode_size * MB))
+        text = "".join(docs)
+        nbytes = len(text.encode("utf-8"))
+        tok = trained.get(ev)
+        if tok is None:
+            tok = train_ours(docs, ev, pattern, args.workers)
+        ranks, specials = tok.mergeable_ranks, tok.special_tokens
+
+        def fresh():
+            return Tokenizer(ranks, pattern, specials)
+
+        rows = []
+        cold = []
+        for _ in range(args.encode_repeat):
+            t = fresh()
+            t0 = time.perf_counter()
+            ids = t.encode_ordinary(text)
+            cold.append(time.perf_counter() - t0)
+        t_cold = statistics.median(cold)
+        warm_tok = fresh()
+        warm_tok.encode_ordinary(text)
+        t_warm, _ = median_time(lambda: warm_tok.encode_ordinary(text), args.encode_repeat)
+        batch = []
+        for _ in range(args.encode_repeat):
+            t = fresh()
+            t0 = time.perf_counter()
+            t.encode_batch(docs, workers=args.workers)
+            batch.append(time.perf_counter() - t0)
+        t_batch = statistics.median(batch)
+        mbs = nbytes / MB
+        rows.append(["bpe (ours), cold cache", f"{mbs / t_cold:.2f}", f"{mbs / t_batch:.2f}", f"{nbytes / len(ids):.3f}"])
+        rows.append(["bpe (ours), warm cache", f"{mbs / t_warm:.2f}", "-", f"{nbytes / len(ids):.3f}"])
+        if tiktoken:
+            enc = tiktoken.Encoding("ours", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+            t_tt, tt_ids = median_time(lambda: enc.encode_ordinary(text), args.encode_repeat)
+            t_ttb, _ = median_time(lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu), args.encode_repeat)
+            rows.append([f"tiktoken (same ranks; batch {ncpu} threads)", f"{mbs / t_tt:.2f}", f"{mbs / t_ttb:.2f}",
+                         f"{nbytes / len(tt_ids):.3f}"])
+            assert tt_ids == ids, "tiktoken and bpe disagree on the benchmark text"
+        if tokenizers:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "tokenizer.json")
+                tok.save_huggingface(p)
+                hf = tokenizers.Tokenizer.from_file(p)
+            t_hf, hf_ids = median_time(lambda: hf.encode(text).ids, args.encode_repeat)
+            t_hfb, _ = median_time(lambda: hf.encode_batch(docs), args.encode_repeat)
+            rows.append(["HF tokenizers (exported from ours)", f"{mbs / t_hf:.2f}", f"{mbs / t_hfb:.2f}",
+                         f"{nbytes / len(hf_ids):.3f}"])
+        print_table(f"Encoding {mbs:.0f} MB with vocab {ev}: MB/s (median of {args.encode_repeat}) and bytes per token",
+                    ["encoder", "whole text, 1 thread", "batch (per file)", "bytes/token"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
