@@ -50,7 +50,7 @@ class ScaledDotProductAttention(Function):
         s = xp.matmul(q, k.swapaxes(-1, -2))                     # (B, H, Tq, Tk)
         s *= s.dtype.type(scale)
         blocked = None                                           # True where attention is not allowed
-        if causal:
+        if causal and Tq > 1:                                    # one query sees every key
             blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
         if attn_mask is not None:
             blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
