@@ -88,9 +88,10 @@ def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata:
         entries.append((-dt.itemsize, name, code, shape, value))
     entries.sort(key=lambda e: (e[0], e[1]))
 
-    header: dict[str, Any] = {}
-    if metadata:
-        header["__metadata__"] = dict(metadata)
+    # The header lists tensors in the caller's order (so a load returns that order); the data
+    # is laid out in alignment order.
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    header.update({name: None for name in tensors})
     offset = 0
     for neg_size, name, code, shape, _ in entries:
         nbytes = math.prod(shape) * -neg_size
@@ -207,7 +208,8 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
 def load_safetensors(path: str | os.PathLike, device: str = "cpu") -> tuple[dict[str, Any], dict[str, str]]:
     """Read `path` -> (name -> array on `device` (numpy for "cpu", cupy for "cuda[:N]"), metadata).
 
-    Arrays come back in file order of names as written, each a fresh writable array.
+    Arrays come back in the header's order (the order they were given to save_safetensors), each
+    a fresh writable array.
     """
     path = Path(path)
     if not path.is_file():

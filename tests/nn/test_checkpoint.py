@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from autograd import Tensor
 from nn import checkpoint
@@ -191,3 +192,31 @@ def test_optimizer_state_flattens_into_a_file_and_back(tmp_path):
     assert back["state"][0]["step"] == 3
     np.testing.assert_array_equal(back["state"][0]["exp_avg"], state["state"][0]["exp_avg"])
     np.testing.assert_array_equal(back["state"][2]["momentum_buffer"], np.zeros(3))
+
+
+_names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).filter(lambda s: s != "__metadata__")
+_arrays = st.tuples(st.sampled_from(DTYPES), st.lists(st.integers(0, 4), max_size=3), st.integers(0, 2 ** 32 - 1))
+
+
+@settings(max_examples=20)
+@given(spec=st.dictionaries(_names, _arrays, max_size=5),
+       meta=st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=3))
+def test_any_dict_of_arrays_round_trips_and_the_package_agrees(tmp_path_factory, spec, meta):
+    rng_tensors = {}
+    for name, (dt, shape, seed) in spec.items():
+        rng = np.random.default_rng(seed)
+        rng_tensors[name] = np.asarray(rng.standard_normal(shape) * 100).astype(dt)
+    path = tmp_path_factory.mktemp("h") / "x.safetensors"
+    save_safetensors(path, rng_tensors, meta)
+    loaded, meta2 = load_safetensors(path)
+    assert meta2 == meta and list(loaded) == list(rng_tensors)
+    for name, value in rng_tensors.items():
+        assert loaded[name].dtype == value.dtype and np.array_equal(loaded[name], value)
+    try:
+        import safetensors.numpy as stn
+    except ImportError:
+        return
+    theirs = stn.load_file(str(path))
+    assert set(theirs) == set(rng_tensors)
+    for name, value in rng_tensors.items():
+        assert np.array_equal(theirs[name], value)
