@@ -217,7 +217,11 @@ class Trainer:
         if cfg.device != "cpu":
             self.model.to(cfg.device)
         self.model.train()
-        self.optimizer = AdamW(param_groups(self.model, cfg.weight_decay), lr=cfg.lr,
+        from nn.amp import configure
+
+        self.amp = configure(self.model, cfg.precision, cfg.device)  # fp16: float32 master weights
+        groups = param_groups(self.model, cfg.weight_decay)
+        self.optimizer = AdamW(self.amp.master_groups(groups) if self.amp else groups, lr=cfg.lr,
                                betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
         T, B = cfg.block_size, cfg.batch_size
         self.loader = BatchLoader(self.train_tokens, B, T, seed=cfg.seed, device=cfg.device, name="train")
@@ -274,6 +278,8 @@ class Trainer:
     def _restore(self, ckpt) -> None:
         try:
             self.model.load_state_dict(ckpt.model_state)
+            if self.amp is not None:
+                self.amp.load_state_dict(ckpt.model_state)
         except (KeyError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} does not fit the model: {exc}") from None
         if ckpt.optimizer_state is None:
@@ -302,7 +308,8 @@ class Trainer:
         if self.is_main:
             meta = self._ckpt_meta(loader_state or self.loader.state_dict(),
                                    rng_state if rng_state is not None else get_rng_state(self.cfg.device))
-            save_checkpoint(path, self.model.state_dict(), self.optimizer.state_dict(), meta)
+            weights = (self.amp or self.model).state_dict()  # fp16 runs store the float32 masters
+            save_checkpoint(path, weights, self.optimizer.state_dict(), meta)
         if name == "latest.safetensors":
             self.last_good_step = self.step
         return path
@@ -338,9 +345,17 @@ class Trainer:
                 raise TrainingDiverged(f"loss is {value} at step {self.step} (micro-batch {micro})")
             if cfg.grad_accum > 1:
                 loss = loss * (1.0 / cfg.grad_accum)
-            loss.backward()
+            if self.amp is not None:
+                self.amp.backward(loss)  # seeded with the loss scale
+            else:
+                loss.backward()
             total += value
         self.reduce_gradients()
+        if self.amp is not None:  # unscale into the masters; an overflow skips the step (norm inf)
+            self._in_update = True
+            _, norm = self.amp.step(self.optimizer, cfg.grad_clip)
+            self._in_update = False
+            return total / cfg.grad_accum, norm
         params = [p for p in self.model.parameters()]
         if cfg.grad_clip > 0:
             norm = float(clip_grad_norm(params, cfg.grad_clip))

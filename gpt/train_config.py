@@ -78,6 +78,8 @@ class TrainConfig:
     out: str | None = _f(None, "run folder (default: runs/<date-time>)", str, "run")
     resume: str | None = _f(None, "continue a run: its folder or a checkpoint file", str, "run")
     device: str = _f("cpu", "cpu, cuda or cuda:N", str, "run")
+    precision: str = _f("fp32", "fp32; tf32 (TF32 matmuls) or fp16 (float16 compute, float32 master weights, "
+                        "dynamic loss scaling) need --device cuda", str, "run", ("fp32", "tf32", "fp16"))
     seed: int = _f(1337, "seed of the initial weights, dropout and batches", int, "run")
     eval_interval: int = _f(100, "evaluate train and val loss every N steps", int, "run")
     eval_batches: int = _f(8, "fixed batches per evaluation", int, "run")
@@ -113,6 +115,8 @@ class TrainConfig:
             errors.append(f"--lr must be > 0 and --min-lr >= 0, got {self.lr}, {self.min_lr}")
         if self.data and self.input:
             errors.append("give either --data (a prepared folder) or --input (text), not both")
+        if getattr(self, "precision", "fp32") != "fp32" and self.device == "cpu":
+            errors.append(f"--precision {self.precision} needs --device cuda (the CPU path computes in float32)")
         for name, f in _fields().items():
             choices = f.metadata["choices"]
             if choices and getattr(self, name) not in choices:
