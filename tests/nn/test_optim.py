@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from nn import Parameter
 from nn.optim import SGD, AdamW, clip_grad_norm, constant_with_warmup, cosine_schedule, linear_warmup_decay, \
@@ -237,3 +238,19 @@ def test_weight_decay_groups_skip_biases_norms_and_embeddings():
     with_tables = weight_decay_groups(m, 0.1, decay_embeddings=True)[0]["params"]
     assert m.wte.weight in with_tables and m.wpe.weight in with_tables
     AdamW(weight_decay_groups(m, 0.1), lr=1e-3)  # valid groups for the optimizer
+
+
+@given(lr=st.floats(1e-5, 1.0), b1=st.floats(0.0, 0.99), b2=st.floats(0.5, 0.9999), eps=st.floats(1e-10, 1e-3),
+       wd=st.floats(0.0, 0.5), steps=st.integers(1, 5), seed=st.integers(0, 1000))
+def test_adamw_matches_the_reference_for_any_hyperparameters(lr, b1, b2, eps, wd, steps, seed):
+    (p,) = make_params(seed)[:1]
+    opt = AdamW([p], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    w, m, v = p.data.copy(), 0.0, 0.0
+    for t in range(1, steps + 1):
+        run(opt, [p], 1, start=t - 1)
+        g = fake_grad(w, t - 1)
+        w = w * (1 - lr * wd)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    np.testing.assert_allclose(p.data, w, rtol=1e-10, atol=1e-12)
