@@ -18,7 +18,7 @@ from typing import Any
 
 from numpy import asarray as _np_asarray, generic as _np_generic
 
-from autograd.grad_mode import is_grad_enabled
+from autograd.grad_mode import _state as _grad_state
 
 
 _make_tensor = None  # Tensor._make, bound on first use (tensor.py imports this module)
@@ -54,15 +54,14 @@ class Function:
         out = node.forward(*[t.data for t in inputs], **options)
         if isinstance(out, _np_generic):  # NumPy reductions and indexing return scalars
             out = _np_asarray(out)
-        if is_grad_enabled():
-            needs = tuple([t.requires_grad for t in inputs])
-            if True in needs:
-                node.needs_input_grad = needs
-                node.parents = tuple([
-                    (t._node if t._node is not None else t) if n else None
-                    for t, n in zip(inputs, needs)
-                ])
-                return make(out, node)
+        if _grad_state.enabled:
+            for t in inputs:
+                if t.requires_grad:
+                    node.needs_input_grad = tuple([t.requires_grad for t in inputs])
+                    # a node links to its inputs' nodes (a leaf: the tensor itself)
+                    node.parents = tuple([(t if t._node is None else t._node) if t.requires_grad else None
+                                          for t in inputs])
+                    return make(out, node)
         return make(out, None)
 
     def release(self) -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 import contextlib
 import threading
 
-_state = threading.local()
+class _State(threading.local):
+    enabled = True  # the default in every thread; set_grad_enabled overrides it per thread
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def set_grad_enabled(mode: bool) -> None:

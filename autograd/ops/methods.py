@@ -1,7 +1,7 @@
 """The Tensor method table: operators and methods, each forwarding to one op in autograd.ops.
 
-Lookups go through the `ops` module at call time, so this table is the single list of what
-a Tensor can do, and each op's code lives in the module named for it.
+This table is the single list of what a Tensor can do; each op's code lives in the module
+named for it. Methods are the ops' functions themselves (bound at install, no extra call).
 """
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ def _reflected(name):
 
 
 def install(cls) -> None:
-    cls.__add__ = lambda a, b: ops.add(a, b)
+    cls.__add__ = ops.add
     cls.__radd__ = lambda a, b: ops.add(b, a)
-    cls.__sub__ = lambda a, b: ops.sub(a, b)
+    cls.__sub__ = ops.sub
     cls.__rsub__ = lambda a, b: ops.sub(b, a)
-    cls.__mul__ = lambda a, b: ops.mul(a, b)
+    cls.__mul__ = ops.mul
     cls.__rmul__ = lambda a, b: ops.mul(b, a)
-    cls.__truediv__ = lambda a, b: ops.div(a, b)
+    cls.__truediv__ = ops.div
     cls.__rtruediv__ = lambda a, b: ops.div(b, a)
-    cls.__neg__ = lambda a: ops.neg(a)
-    cls.__pow__ = lambda a, b: ops.pow(a, b)
+    cls.__neg__ = ops.neg
+    cls.__pow__ = ops.pow
     cls.__rpow__ = lambda a, b: ops.pow(b, a)
-    cls.__matmul__ = lambda a, b: ops.matmul(a, b)
+    cls.__matmul__ = ops.matmul
     cls.__rmatmul__ = lambda a, b: ops.matmul(b, a)
-    cls.__getitem__ = lambda a, idx: ops.getitem(a, idx)
+    cls.__getitem__ = ops.getitem
     # Comparisons give boolean tensors outside the graph (masks); __eq__ stays identity so
     # tensors remain hashable dictionary keys.
     cls.__lt__ = lambda a, b: ops.compare(a, b, "lt")
@@ -54,6 +54,12 @@ def install(cls) -> None:
 
 
 def _method(name):
+    # Bound directly when the op exists at install time (no extra call per use); late-bound
+    # through the ops module otherwise.
+    fn = getattr(ops, name, None)
+    if fn is not None:
+        return fn
+
     def method(self, *args, **kwargs):
         return getattr(ops, name)(self, *args, **kwargs)
 
