@@ -129,6 +129,58 @@ def getitem(x, idx):
         raise IndexError(f"getitem: index {idx!r} is invalid for a tensor of shape {x.shape}: {exc}") from None
 
 
+class Gather(Function):
+    def forward(self, x, index, axis):
+        self.in_shape, self.index, self.axis = x.shape, index, axis
+        return xp_of(x).take_along_axis(x, index, axis=axis)
+
+    def backward(self, g):
+        xp = xp_of(g)
+        out = xp.zeros(self.in_shape, dtype=g.dtype)
+        index, axis = self.index, self.axis
+        if index.shape[axis] == 1:  # one pick per line along the axis: no position repeats
+            xp.put_along_axis(out, index, g, axis=axis)
+            return (out,)
+        # Full coordinates for every picked element, then a scatter-add (repeats possible).
+        coords = []
+        for d in range(g.ndim):
+            if d == axis:
+                coords.append(index)
+            else:
+                shape = [1] * g.ndim
+                shape[d] = g.shape[d]
+                coords.append(xp.arange(g.shape[d]).reshape(shape))
+        coords = tuple(xp.broadcast_to(c, g.shape) for c in coords)
+        if xp is np:
+            np.add.at(out, coords, g)
+        else:
+            import cupyx  # only reached with cupy arrays
+
+            cupyx.scatter_add(out, coords, g)
+        return (out,)
+
+
+def gather(x, index, axis: int = -1):
+    """Values of x at `index` along `axis` (numpy.take_along_axis; torch.gather):
+    out[..., j, ...] = x[..., index[..., j, ...], ...]. index has x's number of dimensions
+    and sizes no larger than x's on the other axes."""
+    from autograd.ops._util import normalize_axis
+
+    axis = normalize_axis(axis, x.ndim, "gather")
+    idx = _index_array(index, x.xp)
+    if not hasattr(idx, "dtype"):
+        idx = x.xp.asarray(idx)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"gather: index must be integers, got dtype {idx.dtype}")
+    if idx.ndim != x.ndim:
+        raise ValueError(f"gather: index of shape {idx.shape} needs {x.ndim} dimensions like x {x.shape}")
+    try:
+        return Gather.apply(x, index=idx, axis=axis)
+    except (IndexError, ValueError) as exc:
+        raise IndexError(f"gather: index of shape {idx.shape} does not fit x of shape {x.shape} "
+                         f"along axis {axis}: {exc}") from None
+
+
 class Embedding(Function):
     def forward(self, weight, idx):
         self.idx, self.n_rows = idx, weight.shape[0]

@@ -64,6 +64,8 @@ CASES = {
     "getitem_mask": (lambda a: a[MASK], [_x(3, 4)]),
     "getitem_adv": (lambda a: a[np.array([0, 1, 0]), np.array([1, 1, 1])], [_x(3, 4)]),
     "embedding": (lambda w: ops.embedding(w, IDS), [_x(6, 5)]),
+    "gather": (lambda a: ops.gather(a, IDS % 4, axis=1), [_x(3, 4)]),
+    "gather_one": (lambda a: ops.gather(a, IDS[:, :1] % 4, axis=1), [_x(3, 4)]),
     "concat": (lambda a, b: ops.concat([a, b], axis=1), [_x(3, 4), _x(3, 2)]),
     "stack": (lambda a, b: ops.stack([a, b], axis=1), [_x(3, 4), _x(3, 4)]),
     "split": (lambda a: ops.split(a, [1, 3], axis=1)[1] * ops.chunk(a, 2, axis=1)[0][:, :1], [_x(3, 4)]),

@@ -118,3 +118,25 @@ def test_getitem_error_names_the_shape():
 
 def test_getitem_keeps_float32():
     keeps_float32(lambda t: t[np.array([0, 0, 2])][:, 1:], randn((3, 4), 0))
+
+
+@given(shape=shapes_nd, seed=seeds, data=st.data())
+def test_gather_along_any_axis_with_repeats(shape, seed, data):
+    from autograd import gather
+
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    picks = data.draw(st.integers(1, 4))
+    idx_shape = list(shape)
+    idx_shape[axis] = picks
+    index = np.random.default_rng(seed).integers(0, shape[axis], idx_shape)
+    check_op(lambda t: gather(t, index, axis), lambda a: np.take_along_axis(a, index, axis), [randn(shape, seed)])
+
+
+def test_gather_errors_are_named():
+    from autograd import gather
+
+    x = Tensor(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="gather: index of shape"):
+        gather(x, np.zeros(2, dtype=int), axis=1)
+    with pytest.raises(IndexError, match="gather"):
+        gather(x, np.full((2, 1), 7), axis=1)
