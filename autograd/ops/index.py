@@ -138,7 +138,7 @@ class Gather(Function):
         xp = xp_of(g)
         out = xp.zeros(self.in_shape, dtype=g.dtype)
         index, axis = self.index, self.axis
-        if index.shape[axis] == 1:  # one pick per line along the axis: no position repeats
+        if index.shape[axis] == 1 and hasattr(xp, "put_along_axis"):  # one pick per line: no repeats
             xp.put_along_axis(out, index, g, axis=axis)
             return (out,)
         # Full coordinates for every picked element, then a scatter-add (repeats possible).
