@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One prepared run for a lent GPU machine (written for: one H200, CUDA 13, cupy-cuda13x, PyTorch
+# installed, no network). Runs the GPU test suite, then benchmarks/bench_gpu.py, and prints a
+# summary. Installs nothing: the project is used from this checkout through PYTHONPATH.
+#
+#     bash benchmarks/gpu_check.sh              # about 8 minutes in all
+#     OUT=/some/dir bash benchmarks/gpu_check.sh   # logs go to $OUT (default: ./gpu_check_out)
+#
+# Time boxes: tests 200 s, benchmark 300 s (its own --budget is a little less).
+set -e
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
+OUT="${OUT:-$PWD/gpu_check_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+START=$(date +%s)
+
+echo "== environment"
+$PY - <<'PY' 2>&1 | tee "$OUT/env.txt"
+import importlib, platform
+print("python", platform.python_version())
+try:
+    import cupy as cp
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    print("cupy", cp.__version__, "| CUDA runtime", cp.cuda.runtime.runtimeGetVersion(),
+          "| driver", cp.cuda.runtime.driverGetVersion(), "|", props["name"],
+          "| %.0f GiB" % (props["totalGlobalMem"] / 2**30))
+except Exception as exc:
+    print("cupy: NOT USABLE:", type(exc).__name__, exc)
+try:
+    torch = importlib.import_module("torch")
+    print("torch", torch.__version__, "| cuda", torch.cuda.is_available())
+except ImportError:
+    print("torch: not installed (the benchmark leaves its rows out)")
+import autograd
+print("autograd.cuda_available():", autograd.cuda_available())
+PY
+
+echo "== GPU tests"
+TESTS="tests/autograd/test_cuda_kernels.py tests/autograd/test_gpu_parity.py tests/autograd/test_fused.py \
+tests/autograd/test_factories.py tests/nn/test_gpu.py tests/nn/test_amp.py tests/gpt/test_gpu_train.py"
+set +e
+timeout 200 $PY -m pytest -q -p no:cacheprovider -rs --maxfail=30 $TESTS 2>&1 | tee "$OUT/tests.txt"
+TEST_RC=${PIPESTATUS[0]}
+set -e
+
+echo "== benchmark"
+set +e
+timeout 300 $PY benchmarks/bench_gpu.py --budget 280 2>&1 | tee "$OUT/bench.txt"
+BENCH_RC=${PIPESTATUS[0]}
+set -e
+
+echo
+echo "== summary ($(( $(date +%s) - START )) s)"
+grep -E "^(cupy|torch)" "$OUT/env.txt" || true
+echo "tests (rc=$TEST_RC): $(grep -E '(passed|failed|error)' "$OUT/tests.txt" | tail -1)"
+grep -E "^FAILED|^ERROR" "$OUT/tests.txt" | head -20 || true
+echo "benchmark (rc=$BENCH_RC):"
+grep -E "^\||^batch size|^model:|^matmul peak|^peer" "$OUT/bench.txt" || true
+echo "logs: $OUT"
