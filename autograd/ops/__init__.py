@@ -8,7 +8,7 @@ from autograd.ops.activation import tanh, sigmoid, relu, gelu, silu  # noqa: F40
 from autograd.ops.shape import (  # noqa: F401
     reshape, view, transpose, permute, squeeze, unsqueeze, expand, broadcast_to, flatten,
 )
-from autograd.ops.matmul import matmul  # noqa: F401
+from autograd.ops.matmul import matmul, linear  # noqa: F401
 from autograd.ops.index import getitem, embedding, gather  # noqa: F401
 from autograd.ops.join import concat, cat, stack, split, chunk  # noqa: F401
 from autograd.ops.select import where, masked_fill, tril, triu, compare, eq, ne  # noqa: F401

@@ -88,3 +88,43 @@ def matmul(a, b):
         except ValueError:
             raise ValueError(f"matmul: batch shapes of {sa} and {sb} cannot be broadcast together") from None
     return MatMul.apply(a, b)
+
+
+class Linear(Function):
+    """x (..., K) @ w (K, N) + b (N,), the bias added in place into the product."""
+
+    def forward(self, x, w, *bias):
+        self.x, self.w, self.has_bias = x, w, bool(bias)
+        out = _rows_times(x, w)
+        if bias:
+            out += bias[0]
+        return out
+
+    def backward(self, g):
+        x, w = self.x, self.w
+        need = self.needs_input_grad
+        gx = _rows_times(g, w.T) if need[0] else None                          # (..., K)
+        gw = _flat_rows(x).T @ _flat_rows(g) if need[1] else None               # (K, N)
+        if not self.has_bias:
+            return gx, gw
+        gb = _flat_rows(g).sum(axis=0) if need[2] else None                     # (N,)
+        return gx, gw, gb
+
+
+def linear(x, weight, bias=None):
+    """x (..., in) @ weight (in, out) + bias (out,) -> (..., out), one op: the product is one
+    2-D GEMM over the rows and the bias is added into it in place (no second full-size array)."""
+    x, weight = binary_operands(x, weight, "linear")
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be (in, out), got shape {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"linear: x of shape {x.shape} does not match weight of shape {weight.shape} "
+                         f"(x's last size must be {weight.shape[0]})")
+    if bias is None:
+        return Linear.apply(x, weight)
+    _, bias = binary_operands(x, bias, "linear")
+    if bias.shape != (weight.shape[1],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
+    if bias.dtype != weight.dtype and x.dtype == weight.dtype:
+        bias = bias.astype(weight.dtype)
+    return Linear.apply(x, weight, bias)

@@ -37,6 +37,7 @@ CASES = {
     "matmul": (lambda a, b: a @ b, [_x(2, 3, 4), _x(4, 5)]),
     "matmul_batched": (lambda a, b: a @ b, [_x(2, 1, 3, 4), _x(3, 4, 2)]),
     "matmul_vec": (lambda a, b: a @ b, [_x(4), _x(2, 4, 3)]),
+    "linear": (lambda a, w, b: ops.linear(a, w, b), [_x(2, 3, 4), _x(4, 5), _x(5)]),
     "sum": (lambda a: a.sum(axis=(0, 2), keepdims=True), [_x(2, 3, 4)]),
     "mean": (lambda a: a.mean(axis=-1), [_x(2, 3, 4)]),
     "max": (lambda a: a.max(axis=1), [_x(3, 4)]),

@@ -54,3 +54,25 @@ def test_inner_size_mismatch_names_both_shapes():
         Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
     with pytest.raises(ValueError, match="batch shapes"):
         Tensor(np.ones((2, 2, 3))) @ Tensor(np.ones((3, 3, 5)))
+
+
+@given(lead=st.sampled_from([(), (3,), (2, 3)]), k=st.integers(1, 4), n=st.integers(1, 4),
+       bias=st.booleans(), seed=seeds)
+def test_linear_equals_matmul_plus_bias(lead, k, n, bias, seed):
+    from autograd import linear
+
+    x, w, b = randn(lead + (k,), seed, 0), randn((k, n), seed, 1), randn((n,), seed, 2)
+    if bias:
+        check_op(lambda t, u, c: linear(t, u, c), lambda t, u, c: t @ u + c, [x, w, b])
+    else:
+        check_op(lambda t, u: linear(t, u), lambda t, u: t @ u, [x, w])
+
+
+def test_linear_keeps_float32_and_names_bad_shapes():
+    from autograd import linear
+
+    keeps_float32(lambda t, u, c: linear(t, u, c), randn((2, 3, 4), 0), randn((4, 5), 1), randn((5,), 2))
+    with pytest.raises(ValueError, match=r"linear: x of shape \(2, 3\) does not match weight of shape \(4, 5\)"):
+        linear(Tensor(np.ones((2, 3))), Tensor(np.ones((4, 5))))
+    with pytest.raises(ValueError, match=r"linear: bias must have shape \(5,\)"):
+        linear(Tensor(np.ones((2, 4))), Tensor(np.ones((4, 5))), Tensor(np.ones(4)))
