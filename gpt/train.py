@@ -298,7 +298,7 @@ class Trainer:
     def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:
         return {
             "step": self.step, "config": self.model_cfg.to_dict(), "train_args": self.cfg.to_dict(),
-            "loader": loader_state, "rng": rng_state, "data_dir": str(self.data_dir),
+            "loader": loader_state, "rng": rng_state, "data_dir": str(Path(self.data_dir).resolve()),
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
         }
@@ -317,9 +317,9 @@ class Trainer:
     def _write_run_files(self) -> None:
         if not self.is_main:
             return
+        data_meta = {k: v for k, v in self.meta.items() if k != "tokenizer_path"}
         info = {"train": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
-                "data_dir": str(self.data_dir), "data_meta": {k: v for k, v in self.meta.items()
-                                                             if k != "tokenizer_path"}}
+                "data_dir": str(Path(self.data_dir).resolve()), "data_meta": data_meta}
         atomic_write_text(self.run_dir / "config.json", json.dumps(info, indent=2))
         if self.tokenizer_text is not None:
             atomic_write_text(self.run_dir / "tokenizer.json", self.tokenizer_text)
@@ -489,7 +489,7 @@ class Trainer:
         def fmt(x):
             return "-" if x is None else f"{x:.4f}"
 
-        self.say(f"done: {self.step} steps in {elapsed:.0f} s ({stop_reason}); "
+        self.say(f"done: {self.step} steps in {elapsed:.0f} s ({stop_reason}); at step {evaluated_at}: "
                  f"train loss {fmt(summary['train_loss'])}, val loss {fmt(summary['val_loss'])}, "
                  f"best val {fmt(summary['best_val_loss'])}; checkpoints in {self.run_dir}")
         return RunResult(self.run_dir, self.step, stop_reason, summary["train_loss"], summary["val_loss"],
