@@ -175,3 +175,13 @@ def test_reading_a_data_folder(tmp_path):
     (d / "val.bin").write_bytes(b"\x01\x02\x03")
     with pytest.raises(ValueError, match="val.bin.*whole number"):
         open_tokens(d, "val")
+
+
+def test_default_corpus_is_standard_library_sources_within_a_budget():
+    from gpt.corpus import default_files
+
+    files = default_files(max_chars=200_000)
+    assert files and all(f.suffix == ".py" and "encodings" not in f.parts for f in files)
+    sizes = [f.stat().st_size for f in files]
+    assert sum(sizes) >= 200_000 and sum(sizes[:-1]) < 200_000
+    assert default_files(max_chars=200_000) == files  # the same choice every time
