@@ -93,7 +93,7 @@ def _spec(args):
 def run(args) -> int:
     from gpt.gradflow import report
     from gpt.gradflow.jacobian import jacobian_study
-    from gpt.gradflow.sweep import gpt_jacobian_study, sweep
+    from gpt.gradflow.sweep import gpt_jacobian_study, run_sweep
 
     try:
         spec = _spec(args)
@@ -111,7 +111,7 @@ def run(args) -> int:
                 return 2
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        result = sweep(spec, progress=progress)
+        result = run_sweep(spec, progress=progress)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"gpt gradflow: error: {exc}", file=sys.stderr)
         return 1

@@ -10,5 +10,5 @@ The command line is `gpt gradflow` (gpt/commands/gradflow.py); docs/gradflow.md 
 """
 from gpt.gradflow.jacobian import jacobian_study, stack_spectra  # noqa: F401
 from gpt.gradflow.measure import measure, summarize_run, traced_backward  # noqa: F401
-from gpt.gradflow.sweep import SweepSpec, sweep  # noqa: F401
+from gpt.gradflow.sweep import SweepSpec, run_sweep  # noqa: F401
 from gpt.gradflow.variants import Variant, parse_variants  # noqa: F401

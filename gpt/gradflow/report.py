@@ -20,13 +20,15 @@ MISSING_MATPLOTLIB = (
     "install the optional extra with `pip install -e \".[plot]\"` or `pip install matplotlib`"
 )
 
+GEOMETRIC = ("ratio", "factor")  # summarised by geometric mean and a multiplicative spread
+
 # (key in a summary row, column title, format) for the sweep table
 SWEEP_COLUMNS = (
     ("loss", "loss", "{:.3f}"),
     ("grad_in", "|dL/dx_0|", "{:.3g}"),
     ("grad_out", "|dL/dx_L|", "{:.3g}"),
     ("ratio", "in/out", "{:.3g}"),
-    ("factor", "per-block", "{:.3f}"),
+    ("factor", "per-block", "{:.3g}"),
     ("id_share", "id-share", "{:.3f}"),
     ("stream_out", "rms x_L", "{:.3g}"),
 )
@@ -81,8 +83,9 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "-"
     text = fmt.format(mean)
-    if std and row.get("n_seeds", 1) > 1:
-        text += " ±" + fmt.format(std)
+    if std is not None and row.get("n_seeds", 1) > 1:
+        # ratio/factor: geometric mean, spread as a factor (see sweep.summarize)
+        text += f" x/{std:.3g}" if key in GEOMETRIC else " ±" + fmt.format(std)
     return text
 
 

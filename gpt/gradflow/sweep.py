@@ -2,7 +2,8 @@
 
 Every (variant, depth, seed) builds a fresh GPT from `autograd.manual_seed(seed)`, so two
 variants at the same seed and depth start from the same random draws wherever their
-parameters have the same shapes, and are measured on the same batch of text. With `steps`
+parameters have the same shapes. Every model is measured on the same batch of text, so the
+spread over seeds is the spread over random initialisations (and training windows). With `steps`
 > 0 the model first trains that many AdamW steps on random windows of the corpus (the same
 windows for every variant at a seed), then is measured on the fixed batch.
 
@@ -23,6 +24,8 @@ from gpt.gradflow.measure import measure, summarize_run
 from gpt.gradflow.variants import Variant
 
 SUMMARY_KEYS = ("loss", "grad_in", "grad_out", "ratio", "factor", "id_share", "stream_out")
+GEOMETRIC_KEYS = ("ratio", "factor")  # averaged in log space
+MEASURE_BATCH_SEED = 12345
 
 
 @dataclass
@@ -127,7 +130,8 @@ def run_one(spec: SweepSpec, variant: Variant, depth: int, seed: int, tokens: np
     """Build, optionally train, and measure one model; a JSON-ready dict."""
     model = build_model(spec, variant, depth, seed)
     losses = train_steps(model, tokens, spec, seed) if spec.steps else []
-    idx, targets = batch_at(tokens, np.random.default_rng(seed), spec.batch_size, spec.block_size)
+    # One measurement batch for every seed and variant, so the spread over seeds is the model's.
+    idx, targets = batch_at(tokens, np.random.default_rng(MEASURE_BATCH_SEED), spec.batch_size, spec.block_size)
     run = {"variant": variant.name, "depth": depth, "seed": seed, "steps": spec.steps,
            "train_losses": losses[:: max(1, len(losses) // 50)] if losses else []}
     if losses and not math.isfinite(losses[-1]):
@@ -148,8 +152,9 @@ def _mean_std(values: list) -> tuple[float | None, float | None]:
 def summarize(runs: list[dict]) -> list[dict]:
     """One row per (variant, depth), in sweep order: mean and sample std over seeds of each key.
 
-    ratio and factor are averaged in log space (geometric mean; std as a multiplicative spread
-    is not reported, the arithmetic std of the values is), so one large seed does not dominate.
+    ratio and factor span orders of magnitude, so they are averaged in log space: `_mean` is the
+    geometric mean and `_std` the multiplicative spread exp(std(ln v)) (the table prints it as
+    "x/" that factor), so one large seed does not dominate.
     """
     groups: dict[tuple, list[dict]] = {}
     for run in runs:
@@ -160,18 +165,18 @@ def summarize(runs: list[dict]) -> list[dict]:
                "diverged": sum(1 for r in group if r.get("diverged"))}
         for key in SUMMARY_KEYS:
             vals = [r["summary"][key] for r in group if "summary" in r]
-            if key in ("ratio", "factor") and vals:
+            if key in GEOMETRIC_KEYS and vals:
                 logs = [math.log(v) for v in vals if v is not None and v > 0]
-                mean = math.exp(float(np.mean(logs))) if logs else None
-                _, std = _mean_std(vals)
-                row[f"{key}_mean"], row[f"{key}_std"] = mean, std
+                mean, std = _mean_std(logs)
+                row[f"{key}_mean"] = None if mean is None else math.exp(mean)
+                row[f"{key}_std"] = None if std is None else math.exp(std)
             else:
                 row[f"{key}_mean"], row[f"{key}_std"] = _mean_std(vals)
         rows.append(row)
     return rows
 
 
-def sweep(spec: SweepSpec, progress: Callable[[str], None] | None = None) -> dict:
+def run_sweep(spec: SweepSpec, progress: Callable[[str], None] | None = None) -> dict:
     """Run every (variant, depth, seed); {"spec", "runs", "summary"} ready for report.py."""
     spec.check()
     tokens = load_corpus(spec.corpus, spec.max_corpus_bytes)

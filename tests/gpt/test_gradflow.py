@@ -16,7 +16,7 @@ from autograd.functional import vjp
 from gpt.gradflow import jacobian as jac
 from gpt.gradflow import report
 from gpt.gradflow.measure import measure, sublayer_gradients, summarize_run, traced_backward
-from gpt.gradflow.sweep import SweepSpec, summarize, sweep
+from gpt.gradflow.sweep import SweepSpec, run_sweep, summarize
 from gpt.gradflow.variants import Variant, parse_int_list, parse_variants
 
 ALL_VARIANTS = [Variant(p, r, n) for p in (True, False) for r in (True, False) for n in ("layernorm", "rmsnorm")]
@@ -271,7 +271,7 @@ def tiny_sweep(tmp_path_factory):
     corpus.write_text("the quick brown fox jumps over the lazy dog. " * 40)
     spec = SweepSpec(depths=[1, 3], variants=parse_variants("pre,post-nores"), seeds=[0, 1],
                      n_embd=16, n_head=2, block_size=8, batch_size=2, corpus=[str(corpus)])
-    return sweep(spec), corpus
+    return run_sweep(spec), corpus
 
 
 def test_sweep_summary_is_the_mean_and_spread_over_seeds(tiny_sweep):
@@ -290,7 +290,7 @@ def test_same_seed_same_numbers(tiny_sweep):
     result, corpus = tiny_sweep
     spec = SweepSpec(depths=[1], variants=parse_variants("pre"), seeds=[1], n_embd=16, n_head=2,
                      block_size=8, batch_size=2, corpus=[str(corpus)])
-    again = sweep(spec)["runs"][0]
+    again = run_sweep(spec)["runs"][0]
     first = next(r for r in result["runs"] if r["variant"] == "pre-layernorm" and r["depth"] == 1 and r["seed"] == 1)
     assert again["loss"] == first["loss"] and again["layers"] == first["layers"]
 
@@ -301,6 +301,7 @@ def test_summarize_averages_ratios_geometrically():
             for r in (0.1, 10.0)]
     row = summarize(runs)[0]
     assert row["ratio_mean"] == pytest.approx(1.0) and row["id_share_mean"] is None
+    assert row["ratio_std"] == pytest.approx(math.exp(np.std([math.log(0.1), math.log(10.0)], ddof=1)))
 
 
 def test_table_and_json_hold_the_numbers(tiny_sweep, tmp_path):
