@@ -3,8 +3,8 @@
 Shapes: B = rows (prompts x num_samples, or beams), T = tokens, V = vocab, C = n_embd.
 
 Cached decoding. The prompt goes through the model in one forward pass that fills one
-preallocated `nn.KVCache` per layer (sized for block_size positions, never grown by
-concatenation); each later step feeds only the new token, whose q, k, v are the only ones a
+preallocated `nn.KVCache` per layer (sized for the largest window, min(block_size,
+prompt + new tokens), never grown by concatenation); each later step feeds only the new token, whose q, k, v are the only ones a
 layer computes, at position `pos_offset` = the cache length (learned and sinusoidal tables are
 read at that row, rotary embeddings rotate by it). Only the last position's logits are formed.
 The uncached path (use_cache=False) runs the whole context through the model at every step;
@@ -79,7 +79,8 @@ class Decoder:
         self.tokens = np.zeros((batch, capacity), dtype=np.int64)  # every token so far, host
         self.n = 0   # tokens so far per row (all rows advance together)
         self.s = 0   # window start: the model's context is tokens[:, s:n]
-        self.caches = model.new_kv_caches(batch) if use_cache else None
+        # the window never holds more than block_size tokens, nor more than will ever arrive
+        self.caches = model.new_kv_caches(batch, min(cfg.block_size, capacity)) if use_cache else None
         # cached steps run on raw arrays (gpt/fast_decode.py) unless asked not to or unsupported;
         # fast=False uses the model's own forward with kv_caches for every step
         if fast is None:
@@ -89,7 +90,8 @@ class Decoder:
 
     @property
     def cache_nbytes(self) -> int:
-        """Bytes held by the KV caches (preallocated for block_size positions)."""
+        """Bytes held by the KV caches: rows x min(block_size, capacity) positions x
+        2 x n_layer x n_embd numbers (see kv_cache_numbers_per_token)."""
         return 0 if self.caches is None else sum(c.nbytes for c in self.caches)
 
     def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
