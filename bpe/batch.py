@@ -1,6 +1,7 @@
 """Encoding many texts in worker processes."""
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
 
@@ -43,8 +44,18 @@ def encode_batch(tok, texts: list[str], workers, allowed_special, disallowed_spe
         batches.append(cur)
     allowed = allowed_special if allowed_special == "all" else frozenset(allowed_special)
     disallowed = disallowed_special if disallowed_special == "all" else tuple(disallowed_special)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(tok,)) as ex:
-        out: list[list[int]] = []
-        for part in ex.map(_encode_many, [(b, allowed, disallowed) for b in batches]):
-            out.extend(part)
+    global _TOK
+    if "fork" in mp.get_all_start_methods():
+        # Forked workers inherit the tokenizer, its piece cache included, without pickling.
+        _TOK = tok
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+    else:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(tok,))
+    try:
+        with pool as ex:
+            out: list[list[int]] = []
+            for part in ex.map(_encode_many, [(b, allowed, disallowed) for b in batches]):
+                out.extend(part)
+    finally:
+        _TOK = None
     return out

@@ -63,7 +63,11 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         elif p.exists():
             raise ValueError(f"input {str(raw)!r} is neither a regular file nor a folder")
         else:
-            raise FileNotFoundError(f"input file {str(raw)!r} does not exist")
+            hint = ""
+            if isinstance(raw, str) and (len(raw) > 255 or "\n" in raw):
+                hint = " (it looks like text: to train on texts, use Tokenizer.train_from_iterator)"
+            shown = str(raw) if len(str(raw)) <= 80 else str(raw)[:77] + "..."
+            raise FileNotFoundError(f"input file {shown!r} does not exist{hint}")
         for f in found:
             if f not in seen:
                 seen.add(f)

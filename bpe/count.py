@@ -25,7 +25,7 @@ from .corpus import BLOCK_BYTES, read_blocks
 from .patterns import chunk_finder, segment_splitter
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
-MAX_SEGMENTS = 1 << 21  # distinct segments held before flushing into chunk counts
+MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts
 
 
 class ChunkCounter:

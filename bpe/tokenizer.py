@@ -11,9 +11,8 @@ bytes, merge k makes id 256 + k, special tokens follow (unless given explicit id
 from __future__ import annotations
 
 import os
-from itertools import chain
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from itertools import chain
 from typing import AbstractSet, Collection, Literal
 
 import regex
@@ -66,6 +65,7 @@ class Tokenizer:
         self._cut = segment_cut(self.pattern)
         self._cache: dict[str, list[int]] = {}
         self._special_res: dict[frozenset, object] = {}
+        self._vocab_size = max(self._decoder) + 1
 
     def __getstate__(self):  # pickling for worker processes: caches and compiled regexes stay behind
         return {"pattern": self.pattern, "ranks": self._ranks, "special": self._special, "merges": self._merges}
@@ -85,7 +85,7 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         """One more than the largest id (special tokens included)."""
-        return max(self._decoder) + 1
+        return self._vocab_size
 
     @property
     def n_merges(self) -> int:
@@ -119,9 +119,6 @@ class Tokenizer:
 
     # ---- encoding ---------------------------------------------------------------
 
-    def _encode_piece(self, piece: str) -> list[int]:
-        return byte_pair_encode(self._ranks, piece.encode("utf-8"))
-
     def _encode_chunks(self, text: str) -> list[int]:
         pieces = self._findall(text)
         cache = self._cache
@@ -136,7 +133,8 @@ class Tokenizer:
                     ids = cache.get(piece)  # the same piece may have been missed earlier in this text
                     if ids is None:
                         ids = byte_pair_encode(ranks, piece.encode("utf-8"))
-                        cache[piece] = ids
+                        if len(piece) <= 256:  # a rare huge piece is not worth its memory
+                            cache[piece] = ids
                     got[i] = ids
         return list(chain.from_iterable(got))
 
@@ -259,6 +257,14 @@ class Tokenizer:
         ``inputs``: a path or a list/tuple of paths; None trains on the default corpus
         (the standard library's sources). Any other iterable (a generator, say) is taken
         as an iterable of texts, as ``train_from_iterator``.
+
+        ``vocab_size`` counts the 256 bytes, the merges and the special tokens (listed
+        names get the ids after the merges; a mapping gives explicit ids). Each merge
+        takes the most frequent adjacent pair; ties go to the lexicographically smallest
+        ``(left_id, right_id)``, so a corpus gives the same tokenizer on every machine.
+        Training stops early (with a warning) when no pair occurs ``min_frequency``
+        times. ``workers`` processes count chunks of large inputs (default: all cores);
+        ``verbose`` prints phase timings; ``progress`` shows merges/s (default: on a TTY).
         """
         from .training import train_tokenizer
 
