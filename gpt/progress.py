@@ -1,4 +1,5 @@
-"""What a training run tells the world: a live progress line and metrics as JSON lines.
+"""What a training run tells the world (a live progress line, metrics as JSON lines) and
+what it hears from it (Ctrl-C).
 
 On a terminal the progress line is rewritten in place (carriage return); in a log file or a
 pipe every report is a line of its own. Metrics go to `metrics.jsonl` in the run folder, one
@@ -9,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 
 class ProgressLine:
@@ -96,3 +99,28 @@ def format_count(x: float) -> str:
         if abs(x) >= div:
             return f"{x / div:.1f}{unit}"
     return f"{x:.0f}"
+
+
+class StopFlag:
+    """First Ctrl-C: finish the current step, save, stop. A second one aborts at once."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.requested = False
+        self._say = say
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._say("Ctrl-C: stopping after this step and saving (press again to abort now)")
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False

@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from gpt.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 from gpt.data import atomic_write_text, load_tokenizer, open_tokens, read_meta, eot_id
+from gpt.evaluate import evaluate, loss_value, sample_ids
 from gpt.flops import flops_per_token, measure_peak_flops
 from gpt.loader import BatchLoader, fixed_batches
-from gpt.progress import MetricsLog, ProgressLine, format_count
+from gpt.progress import MetricsLog, ProgressLine, StopFlag, format_count
 from gpt.rng import get_rng_state, set_rng_state
 from gpt.train_config import FROZEN_ON_RESUME, TrainConfig
 
@@ -72,92 +70,12 @@ def param_groups(model, weight_decay: float) -> list[dict]:
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _loss_value(loss) -> float:
-    return float(loss.item())
-
-
-def evaluate(model, batches: list) -> float:
-    """Mean loss over fixed batches, in eval mode and without a graph."""
-    from autograd import no_grad
-
-    was_training = model.training
-    model.eval()
-    try:
-        with no_grad():
-            losses = [_loss_value(model(x, y)[1]) for x, y in batches]
-    finally:
-        model.train(was_training)
-    return float(np.mean(losses))
-
-
-def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
-               top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
-    """`n` continuations of `prompt` (new ids only), through model.generate when the model has
-    it, else a plain loop over the uncached forward."""
-    block = model.config.block_size if hasattr(model, "config") else None
-    if hasattr(model, "generate"):
-        idx = np.asarray([prompt] * n, dtype=np.int64)
-        out = model.generate(idx, max_new_tokens=max_new_tokens, temperature=temperature,
-                             top_k=top_k, seed=seed)
-        out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
-        return [list(map(int, row[len(prompt):])) for row in out]
-    from autograd import no_grad
-
-    rng = np.random.default_rng(seed)
-    idx = np.asarray([prompt] * n, dtype=np.int64)
-    was_training = model.training
-    model.eval()
-    with no_grad():
-        for _ in range(max_new_tokens):
-            ctx = idx if block is None else idx[:, -block:]
-            logits, _ = model(ctx)
-            logits = logits.numpy()[:, -1, :].astype(np.float64)
-            if temperature <= 0:
-                nxt = logits.argmax(axis=-1)
-            else:
-                logits = logits / temperature
-                if top_k is not None and top_k < logits.shape[-1]:
-                    kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
-                    logits = np.where(logits < kth, -np.inf, logits)
-                p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-                p /= p.sum(axis=-1, keepdims=True)
-                nxt = np.array([rng.choice(p.shape[-1], p=row) for row in p])
-            idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
-    model.train(was_training)
-    return [list(map(int, row[len(prompt):])) for row in idx]
-
-
 def _new_run_dir(root: str) -> Path:
     base = Path(root) / time.strftime("%Y%m%d-%H%M%S")
     p, i = base, 1
     while p.exists():
         p, i = Path(f"{base}-{i}"), i + 1
     return p
-
-
-class _StopFlag:
-    """First Ctrl-C: finish the current step, save, stop. A second one aborts at once."""
-
-    def __init__(self, say: Callable[[str], None]):
-        self.requested = False
-        self._say = say
-        self._old = None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        self._say("Ctrl-C: stopping after this step and saving (press again to abort now)")
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
 
 
 # ---- the trainer -----------------------------------------------------------------------------
@@ -340,7 +258,7 @@ class Trainer:
         for micro in range(cfg.grad_accum):
             x, y = self.loader.next_batch()
             _, loss = self.model(x, y)
-            value = _loss_value(loss)
+            value = loss_value(loss)
             if not math.isfinite(value):
                 raise TrainingDiverged(f"loss is {value} at step {self.step} (micro-batch {micro})")
             if cfg.grad_accum > 1:
@@ -409,7 +327,7 @@ class Trainer:
         evaluated_at = None
         final_state = (None, None)   # None: the loader's and generator's current state
         try:
-            with _StopFlag(self.say) as stop:
+            with StopFlag(self.say) as stop:
                 while self.step < cfg.max_steps:
                     if self.step % cfg.eval_interval == 0 and evaluated_at != self.step:
                         last_eval, evaluated_at = self._evaluate(metrics), self.step

@@ -9,7 +9,8 @@ import pytest
 from gpt.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from gpt.data import prepare
 from gpt.progress import ProgressLine, read_metrics
-from gpt.train import Trainer, TrainingDiverged, lr_at, param_groups, sample_ids, train
+from gpt.evaluate import sample_ids
+from gpt.train import Trainer, TrainingDiverged, lr_at, param_groups, train
 from gpt.train_config import TrainConfig
 
 

@@ -1,0 +1,59 @@
+"""Evaluation on fixed batches, and the samples printed at the end of a run."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def loss_value(loss) -> float:
+    return float(loss.item())
+
+
+def evaluate(model, batches: list) -> float:
+    """Mean loss over fixed batches, in eval mode and without a graph."""
+    from autograd import no_grad
+
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            losses = [loss_value(model(x, y)[1]) for x, y in batches]
+    finally:
+        model.train(was_training)
+    return float(np.mean(losses))
+
+
+def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
+               top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
+    """`n` continuations of `prompt` (new ids only), through model.generate when the model has
+    it, else a plain loop over the uncached forward."""
+    block = model.config.block_size if hasattr(model, "config") else None
+    if hasattr(model, "generate"):
+        idx = np.asarray([prompt] * n, dtype=np.int64)
+        out = model.generate(idx, max_new_tokens=max_new_tokens, temperature=temperature,
+                             top_k=top_k, seed=seed)
+        out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
+        return [list(map(int, row[len(prompt):])) for row in out]
+    from autograd import no_grad
+
+    rng = np.random.default_rng(seed)
+    idx = np.asarray([prompt] * n, dtype=np.int64)
+    was_training = model.training
+    model.eval()
+    with no_grad():
+        for _ in range(max_new_tokens):
+            ctx = idx if block is None else idx[:, -block:]
+            logits, _ = model(ctx)
+            logits = logits.numpy()[:, -1, :].astype(np.float64)
+            if temperature <= 0:
+                nxt = logits.argmax(axis=-1)
+            else:
+                logits = logits / temperature
+                if top_k is not None and top_k < logits.shape[-1]:
+                    kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+                    logits = np.where(logits < kth, -np.inf, logits)
+                p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+                p /= p.sum(axis=-1, keepdims=True)
+                nxt = np.array([rng.choice(p.shape[-1], p=row) for row in p])
+            idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
+    model.train(was_training)
+    return [list(map(int, row[len(prompt):])) for row in idx]
