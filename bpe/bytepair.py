@@ -88,6 +88,14 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
     return out
 
 
+def utf8(piece: str) -> bytes:
+    """UTF-8 bytes of a piece; lone surrogates become U+FFFD, as tiktoken does."""
+    try:
+        return piece.encode("utf-8")
+    except UnicodeEncodeError:
+        return piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
 def byte_pair_encode(ranks: dict[bytes, int], b: bytes) -> list[int]:
     """Token ids of one piece: a single lookup when the piece is itself a token."""
     r = ranks.get(b)

@@ -17,7 +17,7 @@ from typing import AbstractSet, Collection, Literal
 
 import regex
 
-from .bytepair import byte_pair_encode
+from .bytepair import byte_pair_encode, utf8
 from .patterns import GPT4_PATTERN, chunk_finder, resolve_pattern, segment_cut
 
 CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is cleared when full
@@ -132,7 +132,7 @@ class Tokenizer:
                     piece = pieces[i]
                     ids = cache.get(piece)  # the same piece may have been missed earlier in this text
                     if ids is None:
-                        ids = byte_pair_encode(ranks, piece.encode("utf-8"))
+                        ids = byte_pair_encode(ranks, utf8(piece))
                         if len(piece) <= 256:  # a rare huge piece is not worth its memory
                             cache[piece] = ids
                     got[i] = ids

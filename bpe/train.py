@@ -29,6 +29,8 @@ from __future__ import annotations
 import heapq
 from collections import Counter, defaultdict
 from operator import add
+
+from .bytepair import utf8
 import sys
 import time
 from typing import Callable, Mapping
@@ -81,7 +83,7 @@ def train_merges(
     words: list[str] = []
     counts: list[int] = []
     for chunk, n in chunk_counts.items():
-        b = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+        b = utf8(chunk) if isinstance(chunk, str) else bytes(chunk)
         if len(b) >= 2 and n > 0:
             words.append(b.decode("latin-1"))
             counts.append(int(n))

@@ -113,3 +113,10 @@ def test_encode_batch_equals_encode(tok4, corpus_texts):
 def test_encode_rejects_bytes(tok4):
     with pytest.raises(TypeError, match="expects str"):
         tok4.encode(b"abc")
+
+
+def test_lone_surrogates_become_replacement_characters_like_tiktoken(tok4):
+    text = "a\ud800b \udfff"
+    assert tok4.encode(text) == tiktoken_of(tok4).encode(text) == tok4.encode("a\ufffdb \ufffd")
+    trained = Tokenizer.train_from_iterator(["x\ud800y" * 5], vocab_size=260)
+    assert trained.decode(trained.encode("x\ud800y")) == "x\ufffdy"
