@@ -410,6 +410,10 @@ class Trainer:
         self.say(f"done: {self.step} steps in {elapsed:.0f} s ({stop_reason}); at step {evaluated_at}: "
                  f"train loss {fmt(summary['train_loss'])}, val loss {fmt(summary['val_loss'])}, "
                  f"best val {fmt(summary['best_val_loss'])}; checkpoints in {self.run_dir}")
+        if stop_reason != "interrupted":
+            hint = " --prompt 'def '" if not (cfg.data or cfg.input) else ""  # the default corpus is Python
+            self.say(f"sample more: gpt sample --run {self.run_dir}{hint}; "
+                     f"train on: gpt train --resume {self.run_dir} --max-steps {2 * max(self.step, 1)}")
         return RunResult(self.run_dir, self.step, stop_reason, summary["train_loss"], summary["val_loss"],
                          summary["best_val_loss"], samples, self.model, self.optimizer)
 
