@@ -6,12 +6,16 @@ and CuPy, so float32 stays float32.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from autograd import cuda as _cuda
 from autograd.backend import xp_of
 from autograd.function import Function
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -74,7 +78,7 @@ def _erf_numpy(x):
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 
-def erf(x):
+def erf(x: Any) -> Any:
     """The error function of a backend array (cupy's own kernel on the GPU)."""
     if xp_of(x) is np:
         return _erf_numpy(x)
@@ -186,21 +190,21 @@ class SiLU(Function):
         return (g * (s * (1.0 + self.x * (1.0 - s))),)
 
 
-def tanh(x):
+def tanh(x: Tensor) -> Tensor:
     _float_only(x, "tanh")
     return Tanh.apply(x)
 
 
-def sigmoid(x):
+def sigmoid(x: Tensor) -> Tensor:
     _float_only(x, "sigmoid")
     return Sigmoid.apply(x)
 
 
-def relu(x):
+def relu(x: Tensor) -> Tensor:
     return ReLU.apply(x)
 
 
-def gelu(x, approximate: str = "tanh"):
+def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """GELU; approximate="tanh" (GPT-2) or "none" (exact, via erf)."""
     _float_only(x, "gelu")
     if approximate == "tanh":
@@ -210,6 +214,6 @@ def gelu(x, approximate: str = "tanh"):
     raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
 
 
-def silu(x):
+def silu(x: Tensor) -> Tensor:
     _float_only(x, "silu")
     return SiLU.apply(x)

@@ -1,6 +1,8 @@
 """Moving values between dtypes and devices, differentiably (the gradient goes back)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from autograd import backend
@@ -33,7 +35,7 @@ def _as_dtype(dtype):
         raise TypeError(f"astype: unknown dtype {dtype!r}") from None
 
 
-def astype(x, dtype):
+def astype(x: Tensor, dtype: Any) -> Tensor:
     """x converted to `dtype` (a numpy dtype or its name); the same tensor when already so.
 
     Casting to an integer or bool dtype leaves the graph (no gradient flows through it)."""
@@ -45,7 +47,7 @@ def astype(x, dtype):
     return AsType.apply(x, dtype=dtype)
 
 
-def to_device(x, device: str):
+def to_device(x: Tensor, device: str) -> Tensor:
     """x on `device` ('cpu', 'cuda', 'cuda:N'); the same tensor when already there."""
     backend.parse_device(device)
     target = "cpu" if device == "cpu" else f"cuda:{backend.parse_device(device)[1]}"

@@ -1,8 +1,13 @@
 """Dropout: zero each element with probability p and scale the rest by 1 / (1 - p)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from autograd import random as _random
 from autograd.function import Function
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 
 class Dropout(Function):
@@ -27,7 +32,7 @@ def _device(x):
     return device_of(x)
 
 
-def dropout(x, p: float = 0.5, training: bool = True, generator=None):
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Any = None) -> Tensor:
     """Zero elements with probability p, scale survivors by 1 / (1 - p) (inverted dropout).
 
     Identity when not training or p == 0. `generator` (numpy or cupy) makes it reproducible;

@@ -11,6 +11,8 @@ Any other advanced index falls back to add.at (cupyx.scatter_add on the GPU).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from autograd.backend import xp_of
@@ -53,7 +55,7 @@ def _normalize_index(idx, xp):
     return normalized, advanced
 
 
-def scatter_rows(rows, g2d, n_rows: int):
+def scatter_rows(rows: Any, g2d: Any, n_rows: int) -> Any:
     """Sum the rows of g2d (n, C) into a (n_rows, C) array at row ids `rows` (n,), repeats added."""
     xp = xp_of(g2d)
     n, width = g2d.shape
@@ -111,7 +113,7 @@ class GetItem(Function):
         return (out,)
 
 
-def getitem(x, idx):
+def getitem(x: Tensor, idx: Any) -> Tensor:
     """x[idx] for basic indices (ints, slices, None, ...), integer arrays and boolean masks."""
     xp = x.xp
     idx, advanced = _normalize_index(idx, xp)
@@ -160,7 +162,7 @@ class Gather(Function):
         return (out,)
 
 
-def gather(x, index, axis: int = -1):
+def gather(x: Tensor, index: Any, axis: int = -1) -> Tensor:
     """Values of x at `index` along `axis` (numpy.take_along_axis; torch.gather):
     out[..., j, ...] = x[..., index[..., j, ...], ...]. index has x's number of dimensions
     and sizes no larger than x's on the other axes."""
@@ -192,7 +194,7 @@ class Embedding(Function):
         return (grad,)
 
 
-def embedding(weight, idx):
+def embedding(weight: Tensor, idx: Any) -> Tensor:
     """Rows of `weight` (V, C) at integer ids `idx` (...) -> (..., C).
 
     The backward sums the gradient rows of repeated ids (see scatter_rows), much faster

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+from typing import Sequence
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def _tensors(tensors, op: str) -> list:
     return out
 
 
-def concat(tensors, axis: int = 0):
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis; all other sizes must match."""
     ts = _tensors(tensors, "concat")
     first = ts[0]
@@ -70,7 +71,7 @@ def concat(tensors, axis: int = 0):
 cat = concat
 
 
-def stack(tensors, axis: int = 0):
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join same-shaped tensors along a new axis."""
     ts = _tensors(tensors, "stack")
     first = ts[0]
@@ -128,7 +129,7 @@ def _split_sizes(x, size_or_sections, axis: int) -> list:
     return sizes
 
 
-def split(x, size_or_sections, axis: int = 0) -> list:
+def split(x: Tensor, size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Pieces of x along `axis` (views): an int gives pieces of that size (the last may be
     smaller), a list gives the size of each piece (they must add up to the axis length)."""
     axis = normalize_axis(axis, x.ndim, "split")
@@ -152,7 +153,7 @@ def split(x, size_or_sections, axis: int = 0) -> list:
     return pieces
 
 
-def chunk(x, n: int, axis: int = 0) -> list:
+def chunk(x: Tensor, n: int, axis: int = 0) -> list[Tensor]:
     """Split into `n` pieces of size ceil(len / n) along `axis` (fewer if it runs out)."""
     if n <= 0:
         raise ValueError(f"chunk: number of chunks must be positive, got {n}")

@@ -7,10 +7,15 @@ of a batch of small products followed by a sum: that is one large BLAS call and 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from autograd.function import Function, unbroadcast
 from autograd.ops._util import binary_operands
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 
 def _rows_times(x, w):
@@ -72,7 +77,7 @@ class MatMul(Function):
         return ga, gb
 
 
-def matmul(a, b):
+def matmul(a: Tensor | Any, b: Tensor | Any) -> Tensor:
     """a @ b with numpy.matmul semantics (batched, broadcasting, 1-D operands)."""
     a, b = binary_operands(a, b, "matmul")
     sa, sb = a.shape, b.shape
@@ -111,7 +116,7 @@ class Linear(Function):
         return gx, gw, gb
 
 
-def linear(x, weight, bias=None):
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x (..., in) @ weight (in, out) + bias (out,) -> (..., out), one op: the product is one
     2-D GEMM over the rows and the bias is added into it in place (no second full-size array)."""
     x, weight = binary_operands(x, weight, "linear")

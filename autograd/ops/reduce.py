@@ -6,9 +6,14 @@ maxima each receives g / k, so the gradient of the value stays the same whatever
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 from autograd.backend import xp_of
 from autograd.function import Function
 from autograd.ops._util import normalize_axes
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 
 def _keepdims_shape(shape: tuple, axes: tuple) -> tuple:
@@ -83,29 +88,29 @@ class Var(Function):
         return (self.diff * (g * (2.0 / self.denom)),)
 
 
-def sum(x, axis=None, keepdims: bool = False):
+def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (None: all axes; int or tuple). Keeps x's dtype."""
     return Sum.apply(x, axes=normalize_axes(axis, x.ndim, "sum"), keepdims=bool(keepdims))
 
 
-def mean(x, axis=None, keepdims: bool = False):
+def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (None: all axes; int or tuple). Keeps x's dtype."""
     if x.dtype.kind not in "fc":
         raise TypeError(f"mean: needs a floating-point tensor, got dtype {x.dtype}")
     return Mean.apply(x, axes=normalize_axes(axis, x.ndim, "mean"), keepdims=bool(keepdims))
 
 
-def max(x, axis=None, keepdims: bool = False):
+def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Largest value over `axis`; tied maxima share the gradient evenly."""
     return Extremum.apply(x, axes=normalize_axes(axis, x.ndim, "max"), keepdims=bool(keepdims), largest=True)
 
 
-def min(x, axis=None, keepdims: bool = False):
+def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Smallest value over `axis`; tied minima share the gradient evenly."""
     return Extremum.apply(x, axes=normalize_axes(axis, x.ndim, "min"), keepdims=bool(keepdims), largest=False)
 
 
-def var(x, axis=None, keepdims: bool = False, ddof: int = 0):
+def var(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Variance over `axis` with `ddof` delta degrees of freedom (0: population variance)."""
     if x.dtype.kind not in "fc":
         raise TypeError(f"var: needs a floating-point tensor, got dtype {x.dtype}")

@@ -6,6 +6,7 @@ return boolean Tensors outside the graph.
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Triangle(Function):
         return (xp.triu(g, self.k) if self.upper else xp.tril(g, self.k),)
 
 
-def where(cond, a, b):
+def where(cond: Any, a: Tensor | Any, b: Tensor | Any) -> Tensor:
     """Elementwise `a` where cond is True, else `b` (all three broadcast together)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = as_tensor(a, "where")
@@ -78,7 +79,7 @@ def where(cond, a, b):
     return Where.apply(a, b, cond=c)
 
 
-def masked_fill(x, mask, value: float):
+def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     """x with `value` wherever `mask` (broadcastable to x) is True; no gradient flows there."""
     m = _mask_array(mask, x, "masked_fill")
     try:
@@ -90,14 +91,14 @@ def masked_fill(x, mask, value: float):
     return MaskedFill.apply(x, mask=m, value=value)
 
 
-def tril(x, k: int = 0):
+def tril(x: Tensor, k: int = 0) -> Tensor:
     """Zero everything above the k-th diagonal of the last two axes."""
     if x.ndim < 2:
         raise ValueError(f"tril: needs at least 2 dimensions, got shape {x.shape}")
     return Triangle.apply(x, k=int(k), upper=False)
 
 
-def triu(x, k: int = 0):
+def triu(x: Tensor, k: int = 0) -> Tensor:
     """Zero everything below the k-th diagonal of the last two axes."""
     if x.ndim < 2:
         raise ValueError(f"triu: needs at least 2 dimensions, got shape {x.shape}")
@@ -110,7 +111,7 @@ _COMPARE = {
 }
 
 
-def compare(a, b, op: str):
+def compare(a: Tensor | Any, b: Tensor | Any, op: str) -> Tensor:
     """A boolean Tensor (no graph): a < b etc. for op in lt, le, gt, ge, eq, ne."""
     if op not in _COMPARE:
         raise ValueError(f"compare: unknown comparison {op!r}")
@@ -122,9 +123,9 @@ def compare(a, b, op: str):
     return Tensor._make(_COMPARE[op](ad, bd), None)
 
 
-def eq(a, b):
+def eq(a: Tensor | Any, b: Tensor | Any) -> Tensor:
     return compare(a, b, "eq")
 
 
-def ne(a, b):
+def ne(a: Tensor | Any, b: Tensor | Any) -> Tensor:
     return compare(a, b, "ne")

@@ -6,11 +6,16 @@ transpose, every expand); backward is the inverse movement of the gradient.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 
 from autograd.backend import xp_of
 from autograd.function import Function, unbroadcast
 from autograd.ops._util import normalize_axis, shape_of_args
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 
 class Reshape(Function):
@@ -67,7 +72,7 @@ def _resolve_shape(in_shape: tuple, size: int, shape: tuple, op: str) -> tuple:
     return shape
 
 
-def reshape(x, *shape):
+def reshape(x: Tensor, *shape: int) -> Tensor:
     """x with a new shape (one entry may be -1); a view when x is contiguous."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -84,7 +89,7 @@ def reshape(x, *shape):
 view = reshape
 
 
-def transpose(x, a: int = -2, b: int = -1):
+def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
     """Swap axes a and b (a view)."""
     if x.ndim < 2:
         raise ValueError(f"transpose: needs at least 2 dimensions, got shape {x.shape}")
@@ -94,7 +99,7 @@ def transpose(x, a: int = -2, b: int = -1):
     return Transpose.apply(x, a=a, b=b)
 
 
-def permute(x, *axes):
+def permute(x: Tensor, *axes: int) -> Tensor:
     """Reorder the axes: out.shape[i] == x.shape[axes[i]] (a view)."""
     axes = shape_of_args(axes, "permute")
     if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
@@ -105,7 +110,7 @@ def permute(x, *axes):
     return Permute.apply(x, axes=axes)
 
 
-def squeeze(x, axis=None):
+def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
     """Drop size-1 axes (all of them, or the given int/tuple, which must have size 1)."""
     if axis is None:
         shape = tuple(n for n in x.shape if n != 1)
@@ -119,13 +124,13 @@ def squeeze(x, axis=None):
     return reshape(x, shape)
 
 
-def unsqueeze(x, axis: int):
+def unsqueeze(x: Tensor, axis: int) -> Tensor:
     """Insert a size-1 axis at `axis` (negative counts from the end of the result)."""
     axis = normalize_axis(axis, x.ndim + 1, "unsqueeze")
     return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
 
 
-def flatten(x, start: int = 0, end: int = -1):
+def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
     """Merge axes start..end (inclusive) into one."""
     if x.ndim == 0:
         return reshape(x, (1,))
@@ -138,7 +143,7 @@ def flatten(x, start: int = 0, end: int = -1):
     return reshape(x, x.shape[:start] + (merged,) + x.shape[end + 1:])
 
 
-def broadcast_to(x, shape):
+def broadcast_to(x: Tensor, shape: Sequence[int] | int) -> Tensor:
     """x broadcast to `shape` (a read-only view); backward sums over the broadcast axes."""
     shape = shape_of_args((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape), "broadcast_to")
     if shape == x.shape:
@@ -152,7 +157,7 @@ def broadcast_to(x, shape):
     return Expand.apply(x, shape=shape)
 
 
-def expand(x, *shape):
+def expand(x: Tensor, *shape: int) -> Tensor:
     """Like broadcast_to; an entry of -1 keeps that axis's size."""
     shape = shape_of_args(shape, "expand")
     lead = len(shape) - x.ndim

@@ -1,8 +1,13 @@
 """Elementwise math: exp, log, sqrt, abs, clip. Each keeps its input's dtype."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autograd.backend import xp_of
 from autograd.function import Function
+
+if TYPE_CHECKING:
+    from autograd.tensor import Tensor
 
 
 def _float_only(x, op: str) -> None:
@@ -71,26 +76,26 @@ class Clip(Function):
         return (g * self.inside,)
 
 
-def exp(x):
+def exp(x: Tensor) -> Tensor:
     _float_only(x, "exp")
     return Exp.apply(x)
 
 
-def log(x):
+def log(x: Tensor) -> Tensor:
     _float_only(x, "log")
     return Log.apply(x)
 
 
-def sqrt(x):
+def sqrt(x: Tensor) -> Tensor:
     _float_only(x, "sqrt")
     return Sqrt.apply(x)
 
 
-def abs(x):
+def abs(x: Tensor) -> Tensor:
     return Abs.apply(x)
 
 
-def clip(x, lo=None, hi=None):
+def clip(x: Tensor, lo: float | None = None, hi: float | None = None) -> Tensor:
     """x clamped to [lo, hi]; lo or hi may be None (unbounded on that side)."""
     if lo is None and hi is None:
         raise ValueError("clip: give at least one of lo and hi")
