@@ -62,7 +62,8 @@ class ProgressLine:
 
 class MetricsLog:
     """Appends JSON lines to `path`; on resume, drops records past the resumed step (they
-    belong to the part of the old run that the checkpoint does not contain)."""
+    belong to the part of the old run that the checkpoint does not contain) and the evaluation
+    at that step (the resumed run makes it again)."""
 
     def __init__(self, path: str | os.PathLike, resume_step: int | None = None):
         self.path = Path(path)
@@ -73,7 +74,9 @@ class MetricsLog:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a line cut short by a crash
-                if int(rec.get("step", 0)) <= resume_step:
+                step = int(rec.get("step", 0))
+                # Evaluations at the resumed step are redone by the resumed run.
+                if step < resume_step or (step == resume_step and rec.get("kind") != "eval"):
                     kept.append(line)
             from gpt.data import atomic_write_text
 

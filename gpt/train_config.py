@@ -64,7 +64,7 @@ class TrainConfig:
     # optimisation
     batch_size: int = _f(16, "sequences per micro-batch B", int, "optim")
     grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
-    max_steps: int = _f(500, "optimizer steps to train for", int, "optim")
+    max_steps: int = _f(800, "optimizer steps to train for", int, "optim")
     lr: float = _f(2e-3, "peak learning rate", float, "optim")
     min_lr: float = _f(2e-4, "final learning rate of the cosine decay", float, "optim")
     warmup_steps: int = _f(50, "linear warmup steps", int, "optim")

@@ -73,8 +73,9 @@ def test_resume_after_n_steps_equals_2n_steps_straight(data_dir, tmp_path, strai
     assert resumed.step == 8 and resumed.run_dir == tmp_path / "r"
     assert_bitwise_equal(straight, resumed)
     # The metrics of the two halves join into one log without duplicates.
-    steps = [r["step"] for r in read_metrics(tmp_path / "r" / "metrics.jsonl") if r["kind"] == "train"]
-    assert steps == [2, 4, 6, 8]
+    records = read_metrics(tmp_path / "r" / "metrics.jsonl")
+    assert [r["step"] for r in records if r["kind"] == "train"] == [2, 4, 6, 8]
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [0, 4, 8]
 
 
 def test_interrupt_mid_step_saves_the_step_boundary_and_resumes_exactly(data_dir, tmp_path, straight):
