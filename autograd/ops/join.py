@@ -84,22 +84,31 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 class _SplitGather(Function):
     """The one node between the pieces of a split and its input: the pieces' backwards write
-    into one shared zero-initialised buffer, which reaches the input as a single gradient
-    (no per-piece full-size zeros and no sum of them)."""
+    into one shared buffer, which reaches the input as a single gradient (no per-piece
+    full-size zeros and no sum of them). The buffer starts uninitialised; only the pieces
+    that received no gradient are zero-filled, when the input's gradient is handed on."""
 
-    def __init__(self, shape, axis):
-        self.shape, self.axis, self.buffer = shape, axis, None
+    def __init__(self, shape, axis, bounds):
+        self.shape, self.axis, self.bounds = shape, axis, bounds
+        self.buffer, self.written = None, set()
+
+    def _piece(self, lo, hi):
+        return (slice(None),) * self.axis + (slice(lo, hi),)
 
     def slot(self, g, lo, hi):
         """Write a piece's gradient; return the buffer to the first writer of this pass."""
         first = self.buffer is None
         if first:
-            self.buffer = xp_of(g).zeros(self.shape, dtype=g.dtype)
-        self.buffer[(slice(None),) * self.axis + (slice(lo, hi),)] = g
+            self.buffer, self.written = xp_of(g).empty(self.shape, dtype=g.dtype), set()
+        self.buffer[self._piece(lo, hi)] = g
+        self.written.add((lo, hi))
         return self.buffer if first else None
 
     def backward(self, g):
-        self.buffer = None  # the next pass (retain_graph=True) starts from fresh zeros
+        for lo, hi in self.bounds:
+            if (lo, hi) not in self.written:
+                g[self._piece(lo, hi)] = 0
+        self.buffer = None  # the next pass (retain_graph=True) starts a new buffer
         return (g,)
 
 
@@ -142,7 +151,7 @@ def split(x: Tensor, size_or_sections: int | Sequence[int], axis: int = 0) -> li
     views = [x.data[lead + (slice(lo, hi),)] for lo, hi in bounds]
     if not (x.requires_grad and is_grad_enabled()):
         return [Tensor._make(v, None) for v in views]
-    gather = _SplitGather(x.shape, axis)
+    gather = _SplitGather(x.shape, axis, bounds)
     gather.needs_input_grad = (True,)
     gather.parents = (x._node if x._node is not None else x,)
     pieces = []
