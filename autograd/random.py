@@ -57,23 +57,20 @@ def default_generator(device: str | None = "cpu"):
     return gen
 
 
-def _backend_of_generator(gen) -> str:
-    return "cpu" if isinstance(gen, (np.random.Generator, np.random.RandomState)) else "cuda"
-
-
 def _draw(gen, method: str, shape: tuple, dtype, device: str):
+    """Samples from `gen` (NumPy Generator or RandomState, CuPy Generator or RandomState) as
+    an array of `dtype` on `device`. Generators draw float32 or float64 natively; other float
+    dtypes are drawn in float32 and cast."""
     dtype = np.dtype(dtype)
     work = dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
-    if method == "normal":
-        if hasattr(gen, "standard_normal"):
-            out = gen.standard_normal(size=shape, dtype=work)
-        else:  # CuPy's RandomState
-            out = gen.standard_normal(size=shape, dtype=work)
-    else:
-        if hasattr(gen, "random"):
-            out = gen.random(size=shape, dtype=work)
-        else:
-            out = gen.random_sample(size=shape, dtype=work)
+    if isinstance(gen, np.random.RandomState):  # NumPy's legacy API has no dtype argument
+        out = gen.standard_normal(size=shape) if method == "normal" else gen.random_sample(size=shape)
+    elif method == "normal":
+        out = gen.standard_normal(size=shape, dtype=work)
+    elif hasattr(gen, "random"):
+        out = gen.random(size=shape, dtype=work)
+    else:  # CuPy's RandomState
+        out = gen.random_sample(size=shape, dtype=work)
     if out.dtype != dtype:
         out = out.astype(dtype)
     return backend.to_device(out, device)

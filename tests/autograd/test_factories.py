@@ -92,3 +92,10 @@ def test_factories_are_static_methods_of_tensor():
                  "full_like", "randn_like", "rand_like"]:
         assert getattr(Tensor, name) is getattr(autograd, name)
     assert Tensor.randn(2, 3, requires_grad=True).requires_grad
+
+
+def test_legacy_random_state_generators_work_too():
+    a = autograd.randn(3, generator=np.random.RandomState(1))
+    b = autograd.randn(3, generator=np.random.RandomState(1))
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
