@@ -47,8 +47,8 @@ class ScaledDotProductAttention(Function):
         xp = xp_of(q)
         Tq, Tk = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-        s = xp.matmul(q, k.swapaxes(-1, -2))                     # (B, H, Tq, Tk)
-        s *= s.dtype.type(scale)
+        # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk).
+        s = xp.matmul(q * q.dtype.type(scale), k.swapaxes(-1, -2))  # (B, H, Tq, Tk)
         blocked = None                                           # True where attention is not allowed
         if causal and Tq > 1:                                    # one query sees every key
             blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
@@ -59,12 +59,11 @@ class ScaledDotProductAttention(Function):
         p = softmax_array(s, axis=-1, out=s)                     # probabilities, in place
         if dropout_p > 0.0:
             keep = _uniform(p.shape, p.dtype, p, generator) >= dropout_p
-            pd = p * keep
-            pd *= pd.dtype.type(1.0 / (1.0 - dropout_p))
+            out = xp.matmul(p * keep, v)                         # (B, H, Tq, hv)
+            out *= out.dtype.type(1.0 / (1.0 - dropout_p))       # 1/(1-p) on the small side
             self.keep = keep
         else:
-            pd = p
-        out = xp.matmul(pd, v)                                   # (B, H, Tq, hv)
+            out = xp.matmul(p, v)                                # (B, H, Tq, hv)
         self.q, self.k, self.v, self.p, self.out = q, k, v, p, out
         self.scale, self.dropout_p = scale, dropout_p
         return out
@@ -81,24 +80,32 @@ class ScaledDotProductAttention(Function):
         gv = None
         if nv:
             if dropout:
-                pd = p * self.keep
-                pd *= inv_keep
+                gv = xp.matmul((p * self.keep).swapaxes(-1, -2), g)   # (B, H, Tk, hv)
+                gv *= inv_keep
             else:
-                pd = p
-            gv = xp.matmul(pd.swapaxes(-1, -2), g)              # (B, H, Tk, hv)
-            del pd
+                gv = xp.matmul(p.swapaxes(-1, -2), g)            # (B, H, Tk, hv)
         if not (nq or nk):
             return None, None, gv
-        ds = xp.matmul(g, v.swapaxes(-1, -2))                    # dP: (B, H, Tq, Tk), owned
+        # dS = P * (dP - D) with dP = (g @ v^T) * keep / (1 - p). Constant factors (the scale,
+        # 1 / (1 - p)) are applied to the (T, hs) results instead of the (Tq, Tk) scores:
+        # dS / post = P * ((g @ v^T) * keep - D / inv_keep).
+        ds = xp.matmul(g, v.swapaxes(-1, -2))                    # (B, H, Tq, Tk), owned
+        d = (g * self.out).sum(axis=-1, keepdims=True)           # (B, H, Tq, 1)
+        post = self.scale
         if dropout:
             ds *= self.keep
-            ds *= inv_keep
-        d = (g * self.out).sum(axis=-1, keepdims=True)           # (B, H, Tq, 1)
+            d /= inv_keep
+            post *= float(inv_keep)
         ds -= d
-        ds *= p                                                  # dS, in place
-        ds *= ds.dtype.type(self.scale)
-        gq = xp.matmul(ds, k) if nq else None                    # (B, H, Tq, hs)
-        gk = xp.matmul(ds.swapaxes(-1, -2), q) if nk else None   # (B, H, Tk, hs)
+        ds *= p
+        post = ds.dtype.type(post)
+        gq = gk = None
+        if nq:
+            gq = xp.matmul(ds, k)                                # (B, H, Tq, hs)
+            gq *= post
+        if nk:
+            gk = xp.matmul(ds.swapaxes(-1, -2), q)               # (B, H, Tk, hs)
+            gk *= post
         return gq, gk, gv
 
 
