@@ -105,6 +105,23 @@ class Tensor:
     def __len__(self) -> int:
         return len(self.data)
 
+    # A one-element tensor converts like a Python number (float(loss), `if mask.any():`);
+    # anything larger is ambiguous, as for numpy arrays.
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        if self.data.size != 1:
+            raise TypeError(f"float() needs a tensor with one element, got shape {self.shape}")
+        return float(self.item())
+
+    def __int__(self) -> int:
+        if self.data.size != 1:
+            raise TypeError(f"int() needs a tensor with one element, got shape {self.shape}")
+        return int(self.item())
+
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
         dev = "" if self.device == "cpu" else f", device='{self.device}'"

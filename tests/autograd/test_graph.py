@@ -255,3 +255,13 @@ def test_gradients_of_intermediates_are_freed_during_backward():
     weights[0].register_hook(check)
     h.sum().backward()
     assert len(refs) == 5 and alive == [0]
+
+
+def test_one_element_tensors_convert_like_numbers():
+    loss = Tensor(np.array(2.5))
+    assert float(loss) == 2.5 and int(loss) == 2 and bool(loss)
+    assert not Tensor(np.array([0.0]))
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(Tensor(np.ones(3)))
+    with pytest.raises(TypeError, match="one element"):
+        float(Tensor(np.ones(3)))
