@@ -45,6 +45,7 @@ class BatchLoader:
         self.seed = int(seed)
         self.rng = np.random.default_rng(self.seed)
         self.batches_drawn = 0
+        self._to_gpu = None  # pinned staging buffers + async copies (autograd.cuda.transfer)
 
     def next_batch(self) -> tuple[Any, Any]:
         """The next (x, y): int64 arrays (B, T) on the loader's device."""
@@ -52,7 +53,11 @@ class BatchLoader:
         x, y = _windows(self.tokens, starts, self.block_size)
         self.batches_drawn += 1
         if self.device != "cpu":
-            x, y = backend.to_device(x, self.device), backend.to_device(y, self.device)
+            if self._to_gpu is None:
+                from autograd.cuda.transfer import HostToDevice
+
+                self._to_gpu = HostToDevice(self.device)
+            x, y = self._to_gpu(x), self._to_gpu(y)
         return x, y
 
     __next__ = next_batch

@@ -97,8 +97,6 @@ extern "C" __global__ void norm_bwd_dwdb(const T* __restrict__ g, const T* __res
 }
 """)
 
-_NULL = None
-
 
 def _ptr_or_null(a, xp, dtype):
     return a if a is not None else xp.empty((1,), dtype=dtype)

@@ -188,3 +188,17 @@ def test_gpt_train_on_cuda_runs_in_every_precision(data_dir, tmp_path, precision
 
     model, _, _ = load_model(tmp_path / precision, device="cpu")     # float32 on the CPU
     assert all(p.dtype == np.float32 for p in model.parameters())
+
+
+@gpu
+def test_loader_copies_batches_to_the_gpu_unchanged():
+    from gpt.loader import BatchLoader
+
+    tokens = np.arange(5000, dtype=np.uint16)
+    cpu = BatchLoader(tokens, 4, 16, seed=3, device="cpu")
+    dev = BatchLoader(tokens, 4, 16, seed=3, device="cuda")
+    batches = [dev.next_batch() for _ in range(6)]            # more than the staging ring holds
+    for x, y in batches:
+        cx, cy = cpu.next_batch()
+        np.testing.assert_array_equal(x.get(), cx)
+        np.testing.assert_array_equal(y.get(), cy)
