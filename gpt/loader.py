@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from autograd import backend
 
 
 def _windows(tokens: np.ndarray, starts: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray]:
