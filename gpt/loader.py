@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 
-
 def _windows(tokens: np.ndarray, starts: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, y), each int64 (B, T), for the windows starting at `starts` (B,)."""
     idx = starts[:, None] + np.arange(T + 1)[None, :]        # (B, T+1)
