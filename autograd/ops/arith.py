@@ -4,6 +4,8 @@ Each backward sums its gradient back to the input's shape (`unbroadcast`).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from autograd.backend import xp_of
 from autograd.function import Function, unbroadcast
 from autograd.ops._util import binary_operands, broadcast_shapes
@@ -185,6 +187,8 @@ def neg(a):
 
 def pow(a, b):
     """a ** b; a Python-number exponent takes the cheaper scalar path."""
-    if isinstance(a, Tensor) and isinstance(b, (int, float)) and not isinstance(b, bool):
-        return PowScalar.apply(a, p=b)
+    if isinstance(a, Tensor) and isinstance(b, (int, float, np.integer, np.floating)) \
+            and not isinstance(b, bool):
+        # a NumPy scalar exponent becomes a Python number (weak: float32 stays float32)
+        return PowScalar.apply(a, p=b.item() if isinstance(b, np.generic) else b)
     return _binary(Pow, a, b, "pow")

@@ -66,3 +66,10 @@ def test_numpy_array_on_the_left_defers_to_the_tensor():
     assert isinstance(out, Tensor)
     out.sum().backward()
     np.testing.assert_allclose(t.grad, 2.0)
+
+
+def test_numpy_scalars_do_not_upcast_float32():
+    t = Tensor(np.ones(3, dtype=np.float32), requires_grad=True)
+    for out in (t * np.float64(2), np.float64(2) * t, t + np.int64(1), t ** np.float64(2),
+                t / np.float64(3), np.float64(1) - t):
+        assert out.dtype == np.float32
