@@ -6,8 +6,9 @@ at run time the same switch is `cupy._core._routines_linalg.set_compute_type`, a
 function (no public one exists in CuPy 13/14), so it is used defensively: if it is missing the
 setting is reported as not applied instead of failing.
 
-bfloat16: CuPy has no bfloat16 dtype (NumPy has none either), so half precision here means
-float16 with dynamic loss scaling (nn.amp).
+bfloat16: NumPy has no bfloat16 dtype and CuPy none of its own (CuPy 14 reaches one only through
+the optional ml_dtypes package), so half precision here means float16 with dynamic loss
+scaling (nn.amp).
 """
 from __future__ import annotations
 
