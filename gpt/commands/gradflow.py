@@ -112,7 +112,10 @@ def run(args) -> int:
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         result = run_sweep(spec, progress=progress)
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError) as exc:  # a missing corpus file, a corpus too short, ...
+        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # e.g. --device cuda without CuPy
         print(f"gpt gradflow: error: {exc}", file=sys.stderr)
         return 1
     what = "at initialisation" if spec.steps == 0 else f"after {spec.steps} AdamW steps"

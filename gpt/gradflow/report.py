@@ -155,7 +155,7 @@ def _pyplot():
 
 def _save(fig, path, plt) -> Path:
     try:
-        return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png"))
+        return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png", pil_kwargs={"optimize": True}))
     finally:
         plt.close(fig)
 

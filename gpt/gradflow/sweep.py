@@ -52,6 +52,10 @@ class SweepSpec:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.steps < 0:
             raise ValueError(f"steps must be >= 0, got {self.steps}")
+        if not self.depths or any(d < 1 for d in self.depths):
+            raise ValueError(f"depths must be positive block counts, got {self.depths}")
+        if not self.variants or not self.seeds:
+            raise ValueError("a sweep needs at least one variant and one seed")
         for name in ("n_embd", "n_head", "block_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

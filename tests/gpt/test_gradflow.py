@@ -233,6 +233,18 @@ def test_measure_reports_consistent_numbers():
     assert s["grad_in"] == run["layers"][0]["grad_norm"] and s["ratio"] == pytest.approx(s["grad_in"] / s["grad_out"])
 
 
+@pytest.mark.parametrize("fields", [dict(pos="rope"), dict(pos="sinusoidal", mlp="swiglu"),
+                                    dict(mlp="moe", prenorm=False), dict(norm="rmsnorm", bias=False, tie_weights=False)],
+                         ids=str)
+def test_measure_and_block_spectra_run_on_every_kind_of_gpt(fields):
+    model = _tiny_gpt(n_layer=2, **fields)
+    idx, targets = _batch()
+    run = measure(model, idx, targets)
+    assert all(math.isfinite(layer["grad_norm"]) and layer["grad_norm"] > 0 for layer in run["layers"])
+    spec = jac.gpt_block_spectra(model, idx[:1, :3])
+    assert len(spec["per_block"]) == 2 and len(spec["product"][-1]) == 3 * 16
+
+
 def test_post_norm_measurement_leaves_parameter_gradients_untouched():
     model = _tiny_gpt(prenorm=False)
     idx, targets = _batch()
@@ -356,7 +368,8 @@ def test_cli_prints_the_table_and_writes_json(tiny_sweep, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [(["--variants", "sideways"], "unknown word 'sideways'"),
                                            (["--depths", "a"], "--depths"),
                                            (["--n-embd", "10", "--n-head", "4"], "divisible"),
-                                           (["--json", "/nonexistent/dir/x.json"], "does not exist")])
+                                           (["--json", "/nonexistent/dir/x.json"], "does not exist"),
+                                           (["--corpus", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt")])
 def test_cli_rejects_bad_arguments_clearly(argv, message, capsys):
     from gpt.commands.gradflow import main
 
