@@ -2,7 +2,7 @@
 from inspect import ismodule as _ismodule
 
 from autograd.ops.arith import add, sub, mul, div, neg, pow  # noqa: F401
-from autograd.ops.reduce import sum, mean, max, min, var  # noqa: F401
+from autograd.ops.reduce import sum, mean, max, min, var, argmax, argmin  # noqa: F401
 from autograd.ops.unary import exp, log, sqrt, abs, clip  # noqa: F401
 from autograd.ops.activation import tanh, sigmoid, relu, gelu, silu  # noqa: F401
 from autograd.ops.shape import (  # noqa: F401

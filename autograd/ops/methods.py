@@ -37,7 +37,7 @@ def install(cls) -> None:
 
     for name in (
         # reductions
-        "sum", "mean", "max", "min", "var",
+        "sum", "mean", "max", "min", "var", "argmax", "argmin",
         # elementwise math
         "exp", "log", "sqrt", "abs", "clip", "tanh", "sigmoid", "relu", "gelu", "silu",
         # shape and movement

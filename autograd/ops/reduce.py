@@ -115,3 +115,28 @@ def var(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
     if x.dtype.kind not in "fc":
         raise TypeError(f"var: needs a floating-point tensor, got dtype {x.dtype}")
     return Var.apply(x, axes=normalize_axes(axis, x.ndim, "var"), keepdims=bool(keepdims), ddof=int(ddof))
+
+
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the largest value over `axis` (None: of the flattened tensor); an int64
+    Tensor outside the graph."""
+    return _arg(x, axis, keepdims, largest=True)
+
+
+def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the smallest value over `axis` (None: of the flattened tensor); an int64
+    Tensor outside the graph."""
+    return _arg(x, axis, keepdims, largest=False)
+
+
+def _arg(x, axis, keepdims, largest):
+    from autograd.ops._util import normalize_axis
+    from autograd.tensor import Tensor
+
+    name = "argmax" if largest else "argmin"
+    if x.size == 0:
+        raise ValueError(f"{name}: empty tensor of shape {x.shape}")
+    if axis is not None:
+        axis = normalize_axis(axis, x.ndim, name)
+    data = x.data.argmax(axis=axis, keepdims=keepdims) if largest else x.data.argmin(axis=axis, keepdims=keepdims)
+    return Tensor._make(x.xp.asarray(data), None)

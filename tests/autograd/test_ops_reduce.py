@@ -73,3 +73,16 @@ def test_axis_out_of_range_is_named():
 def test_var_without_degrees_of_freedom_raises():
     with pytest.raises(ValueError, match="ddof=1"):
         Tensor(np.ones((1,))).var(ddof=1)
+
+
+@given(sa=shape_and_axis(), keepdims=st.booleans(), seed=seeds)
+def test_argmax_and_argmin_match_numpy_outside_the_graph(sa, keepdims, seed):
+    shape, axis = sa
+    if isinstance(axis, tuple):
+        axis = axis[0]
+    x = randn(shape, seed)
+    t = Tensor(x, requires_grad=True)
+    for name in ("argmax", "argmin"):
+        out = getattr(t, name)(axis=axis, keepdims=keepdims)
+        assert not out.requires_grad and out.dtype.kind == "i"
+        np.testing.assert_array_equal(out.numpy(), getattr(np, name)(x, axis=axis, keepdims=keepdims))
