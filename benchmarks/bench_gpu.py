@@ -217,12 +217,22 @@ def bench_ours(args, B: int, precision: str, attention: str) -> dict:
         times = time_steps(run.step, lambda: sync(args.device), args.warmup, args.steps,
                            time.perf_counter() + max(10.0, left(args) - 30))
         loss = float(run.last_loss.item())
+        run.last_loss = None
         mem = pool_bytes(args.device)
+        act = None
+        if args.device != "cpu":  # memory held by one forward's graph (what backward needs)
+            pool = backend.cupy_module().get_default_memory_pool()
+            sync(args.device)
+            before = pool.used_bytes()
+            _, held = run.model(run.x, run.y)
+            sync(args.device)
+            act = pool.used_bytes() - before
+            del held
     finally:
         run.close()
         del run
         free_gpu(args.device)
-    return {"times": times, "loss": loss, "mem": mem}
+    return {"times": times, "loss": loss, "mem": mem, "act": act}
 
 
 # ---- PyTorch eager, the peer (optional) --------------------------------------------------------
@@ -294,11 +304,19 @@ def bench_torch(args, B: int, precision: str) -> dict:
                            time.perf_counter() + max(10.0, left(args) - 30))
         loss = float(state["loss"].item())
         mem = int(torch.cuda.max_memory_reserved())
+        state.clear()
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=torch.float16, enabled=half):
+            held = model(x, y)
+        torch.cuda.synchronize()
+        act = torch.cuda.memory_allocated() - before
+        del held
     finally:
         del model, opt, x, y, state
         gc.collect()
         torch.cuda.empty_cache()
-    return {"times": times, "loss": loss, "mem": mem}
+    return {"times": times, "loss": loss, "mem": mem, "act": act}
 
 
 # ---- sampling ---------------------------------------------------------------------------------
@@ -393,18 +411,18 @@ def main(argv=None) -> int:
 
     print()
     print(f"| stack | precision | attention | ms/step (median of {args.steps}) | tokens/s | MFU | peak mem GiB "
-          f"| loss after | x PyTorch |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+          f"| activations GiB | loss after | x PyTorch |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for impl, prec, att, r, note in rows:
         if r is None:
-            print(f"| {impl} | {prec} | {att} | {note} | | | | | |")
+            print(f"| {impl} | {prec} | {att} | {note} | | | | | | |")
             continue
         med = statistics.median(r["times"])
         tps = B * T / med
         mfu = fpt * tps / peaks[prec]
         ratio = f"{tps / torch_tps[prec]:.2f}" if prec in torch_tps and impl == "ours" else "-"
         print(f"| {impl} | {prec} | {att} | {med * 1e3:.0f} | {tps:,.0f} | {mfu:.1%} | {fmt_mem(r['mem'])} "
-              f"| {r['loss']:.3f} | {ratio} |")
+              f"| {fmt_mem(r['act'])} | {r['loss']:.3f} | {ratio} |")
 
     print()
     print("sampling (KV cache, greedy, 16-token prompt, float32, TF32 off):")
