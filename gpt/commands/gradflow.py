@@ -98,7 +98,10 @@ def run(args) -> int:
     try:
         spec = _spec(args)
         spec.check()
-    except ValueError as exc:
+        from autograd.backend import module_for_device
+
+        module_for_device(spec.device)  # an unusable --device fails now, not after the first model
+    except (ValueError, RuntimeError) as exc:
         print(f"gpt gradflow: error: {exc}", file=sys.stderr)
         return 2
     for path in (args.json, args.plot):  # fail before minutes of work, not after
@@ -115,9 +118,6 @@ def run(args) -> int:
     except (OSError, ValueError) as exc:  # a missing corpus file, a corpus too short, ...
         print(f"gpt gradflow: error: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:  # e.g. --device cuda without CuPy
-        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
-        return 1
     what = "at initialisation" if spec.steps == 0 else f"after {spec.steps} AdamW steps"
     result["title"] = (f"GPT C={spec.n_embd} heads={spec.n_head} T={spec.block_size} B={spec.batch_size}, "
                        f"{what}, {len(spec.seeds)} seeds")

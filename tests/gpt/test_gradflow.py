@@ -369,7 +369,8 @@ def test_cli_prints_the_table_and_writes_json(tiny_sweep, tmp_path, capsys):
                                            (["--depths", "a"], "--depths"),
                                            (["--n-embd", "10", "--n-head", "4"], "divisible"),
                                            (["--json", "/nonexistent/dir/x.json"], "does not exist"),
-                                           (["--corpus", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt")])
+                                           (["--corpus", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
+                                           (["--device", "tpu"], "unknown device 'tpu'")])
 def test_cli_rejects_bad_arguments_clearly(argv, message, capsys):
     from gpt.commands.gradflow import main
 
