@@ -15,7 +15,12 @@ from autograd import Tensor
 from autograd import cuda as acuda
 
 HAS_GPU = autograd.cuda_available()
-gpu = pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and an NVIDIA GPU (autograd.cuda_available() is False)")
+_skip = pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and an NVIDIA GPU (autograd.cuda_available() is False)")
+
+
+def gpu(test):
+    """Marks a GPU test: `pytest -m gpu` selects it; it skips with the reason without a GPU."""
+    return pytest.mark.gpu(_skip(test))
 
 
 # ---- runs everywhere --------------------------------------------------------------------------
@@ -40,6 +45,7 @@ def test_attention_mode_is_checked():
     acuda.set_attention(old)
 
 
+@pytest.mark.gpu
 def test_kernel_sources_compile():
     """Every kernel source, for every dtype it is built for, compiles with NVRTC (no GPU needed)."""
     pytest.importorskip("cupy", reason="needs CuPy (for its NVRTC bindings) to compile the kernels")

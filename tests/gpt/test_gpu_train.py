@@ -13,7 +13,12 @@ import autograd
 from gpt import GPT, GPTConfig
 
 HAS_GPU = autograd.cuda_available()
-gpu = pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and an NVIDIA GPU (autograd.cuda_available() is False)")
+_skip = pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and an NVIDIA GPU (autograd.cuda_available() is False)")
+
+
+def gpu(test):
+    """Marks a GPU test: `pytest -m gpu` selects it; it skips with the reason without a GPU."""
+    return pytest.mark.gpu(_skip(test))
 no_gpu = pytest.mark.skipif(HAS_GPU, reason="checks the error message of a machine without a GPU")
 
 
