@@ -84,6 +84,8 @@ def _spec(args):
     for name in ("jacobian_depth", "jacobian_width", "jacobian_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.jacobian_tokens > args.block_size:
+        raise ValueError(f"--jacobian-tokens {args.jacobian_tokens} exceeds --block-size {args.block_size}")
     return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(args.variants),
                      seeds=list(range(args.seeds)), steps=args.steps, lr=args.lr, n_embd=args.n_embd,
                      n_head=args.n_head, block_size=args.block_size, batch_size=args.batch_size,
@@ -134,8 +136,9 @@ def run(args) -> int:
                                             width=args.jacobian_width, seeds=spec.seeds[:1])
         result["jacobian"] += gpt_jacobian_study(spec, depth=args.jacobian_depth, width=args.jacobian_width,
                                                  tokens=args.jacobian_tokens)
+        gpt_state = "GPT-2 init" if spec.steps == 0 else f"after {spec.steps} steps"
         print(f"\nJacobian spectra, depth {args.jacobian_depth}, width {args.jacobian_width} "
-              "(toy blocks: gain 1/sqrt(depth); gpt: GPT-2 init, "
+              f"(toy blocks: gain 1/sqrt(depth); gpt: {gpt_state}, "
               f"{args.jacobian_tokens} tokens; seed {spec.seeds[0]})")
         print(report.spectra_table(result["jacobian"]))
     if args.json:

@@ -206,8 +206,10 @@ def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens:
                        seeds: list[int] | None = None) -> list[dict]:
     """Block Jacobian spectra of a small-width GPT (n_embd=`width`, 2 heads) for every variant.
 
-    Each block's Jacobian is (tokens*width)^2, computed by reverse mode; rows have the layout
-    of `jacobian.jacobian_study` with kind "gpt".
+    The model first trains `spec.steps` steps like the sweep's models (on spec.block_size
+    windows); each block's Jacobian is then (tokens*width)^2, computed by reverse mode on the
+    first `tokens` bytes of the measurement batch. Rows have the layout of
+    `jacobian.jacobian_study` with kind "gpt".
     """
     from dataclasses import replace
 
@@ -215,13 +217,18 @@ def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens:
 
     if width % 2:
         raise ValueError(f"the Jacobian study's width must be even (2 heads), got {width}")
+    if tokens > spec.block_size:
+        raise ValueError(f"the Jacobian study's tokens ({tokens}) must not exceed block_size={spec.block_size}")
     data = load_corpus(spec.corpus, spec.max_corpus_bytes)
-    small = replace(spec, n_embd=width, n_head=2, block_size=tokens, steps=0)
+    small = replace(spec, n_embd=width, n_head=2)
     rows = []
     for variant in spec.variants:
         for seed in seeds if seeds is not None else spec.seeds[:1]:
             model = build_model(small, variant, depth, seed)
-            idx, _ = batch_at(data, np.random.default_rng(seed), 1, tokens)
+            if small.steps:
+                train_steps(model, data, small, seed)
+            idx, _ = batch_at(data, np.random.default_rng(MEASURE_BATCH_SEED), 1, tokens)
             rows.append({"kind": "gpt", "variant": variant.name, "seed": seed, "depth": depth,
-                         "width": width, "tokens": tokens, **gpt_block_spectra(model, idx)})
+                         "width": width, "tokens": tokens, "steps": small.steps,
+                         **gpt_block_spectra(model, idx)})
     return rows

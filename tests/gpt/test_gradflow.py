@@ -316,6 +316,20 @@ def test_summarize_averages_ratios_geometrically():
     assert row["ratio_std"] == pytest.approx(math.exp(np.std([math.log(0.1), math.log(10.0)], ddof=1)))
 
 
+def test_gpt_jacobian_study_measures_the_trained_model_when_asked(tiny_sweep):
+    from gpt.gradflow.sweep import gpt_jacobian_study
+
+    _, corpus = tiny_sweep
+    spec = SweepSpec(depths=[2], variants=parse_variants("pre"), seeds=[0], block_size=8, batch_size=2,
+                     corpus=[str(corpus)])
+    at_init = gpt_jacobian_study(spec, depth=2, width=4, tokens=2)[0]
+    spec.steps = 3
+    trained = gpt_jacobian_study(spec, depth=2, width=4, tokens=2)[0]
+    assert at_init["steps"] == 0 and trained["steps"] == 3
+    assert len(trained["per_block"]) == 2 and len(trained["product"][-1]) == 2 * 4
+    assert not np.allclose(at_init["product"][-1], trained["product"][-1])
+
+
 def test_table_and_json_hold_the_numbers(tiny_sweep, tmp_path):
     result, _ = tiny_sweep
     table = report.sweep_table(result["summary"])
@@ -370,7 +384,8 @@ def test_cli_prints_the_table_and_writes_json(tiny_sweep, tmp_path, capsys):
                                            (["--n-embd", "10", "--n-head", "4"], "divisible"),
                                            (["--json", "/nonexistent/dir/x.json"], "does not exist"),
                                            (["--corpus", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
-                                           (["--device", "tpu"], "unknown device 'tpu'")])
+                                           (["--device", "tpu"], "unknown device 'tpu'"),
+                                           (["--jacobian-tokens", "9", "--block-size", "8"], "exceeds")])
 def test_cli_rejects_bad_arguments_clearly(argv, message, capsys):
     from gpt.commands.gradflow import main
 
