@@ -5,7 +5,8 @@ CUDA execution model: each thread of a block is a coroutine (blocks run one afte
 `__shared__` variables are per-block (blocks run one after another), and a warp shuffle is an
 exchange through a block-wide buffer between two barriers (valid because every shuffle in these
 kernels is reached by all threads of the block). Arrays are NumPy arrays passed by pointer.
-float16 is not emulated (its conversions are PTX instructions).
+float16: the two PTX conversion instructions of the half prelude are replaced by the C++
+compiler's _Float16 conversions (both round to nearest even).
 
 `emulated_kernels()` patches autograd.cuda so that the ops' GPU branches run on NumPy arrays
 with these emulated kernels: the same Python glue and the same kernel source as on a GPU.
@@ -180,25 +181,36 @@ class _Kernel:
         self.fn(*grid, *block, *conv)
 
 
-_ACC = {"float32": "float", "float64": "double"}
+_ACC = {"float16": "float", "float32": "float", "float64": "double"}
+_PTX_TO_CPP = {
+    'asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));': "{ _Float16 t; std::memcpy(&t, &h, 2); f = (float)t; }",
+    'asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));': "{ _Float16 t = (_Float16)f; std::memcpy(&h, &t, 2); }",
+}
+
+
+def _cpu_source(body: str, dtype: str, defines: tuple) -> str:
+    from autograd.cuda import _compile
+
+    src = _compile.full_source(body, dtype, defines)
+    for ptx, cpp in _PTX_TO_CPP.items():
+        src = src.replace(ptx, cpp)
+    assert "asm(" not in src, "unhandled inline PTX in a kernel source"
+    return src
 
 
 @contextlib.contextmanager
 def emulated_kernels(cache_dir: str | None = None):
-    """Within the block, ops on NumPy float32/float64 arrays take their fused-GPU branch, with the
+    """Within the block, ops on NumPy float16/32/64 arrays take their fused-GPU branch, with the
     kernels compiled for the CPU. Yields nothing; restores everything on exit."""
     import autograd.cuda as acuda
-    from autograd.cuda import _compile
 
     cache_dir = cache_dir or tempfile.mkdtemp(prefix="cuda_emu_")
     libs: dict = {}
 
     def get_kernel(body, name, dtype, defines=()):
-        if dtype not in _ACC:
-            raise TypeError(f"the emulator runs float32/float64 kernels only, got {dtype}")
         key = (body, dtype, tuple(defines))
         if key not in libs:
-            libs[key] = _Lib(_compile.full_source(body, dtype, tuple(defines)), _ACC[dtype], cache_dir)
+            libs[key] = _Lib(_cpu_source(body, dtype, tuple(defines)), _ACC[dtype], cache_dir)
         return libs[key].get(name)
 
     patched = []
