@@ -62,7 +62,8 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
                 if not retain_graph:
                     node.release()
                 continue  # no gradient flows into this node (e.g. an unused branch)
-            g = _run_hooks(node.hooks, g)
+            if node.hooks:
+                g = _run_hooks(node.hooks, g)
             if node.retained is not None:
                 kept = node.retained()
                 if kept is not None:
@@ -100,7 +101,8 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
 
 
 def _accumulate_leaf(leaf, grad, shared: bool, owned: set[int]) -> None:
-    grad = _run_hooks(leaf._hooks, grad)
+    if leaf._hooks:
+        grad = _run_hooks(leaf._hooks, grad)
     if grad.dtype != leaf.data.dtype:
         grad = grad.astype(leaf.data.dtype)
     if grad.shape != leaf.data.shape:
