@@ -146,13 +146,16 @@ class _Lib:
         key = hashlib.sha1(full.encode()).hexdigest()[:16]
         so = os.path.join(cache_dir, f"k_{key}.so")
         if not os.path.exists(so):
-            src = os.path.join(cache_dir, f"k_{key}.cpp")
+            tmp = f"{so}.{os.getpid()}"
+            src = tmp + ".cpp"
             with open(src, "w") as f:
                 f.write(full)
-            res = subprocess.run(["g++", "-std=c++17", "-O0", "-shared", "-fPIC", "-w", src, "-o", so],
+            res = subprocess.run(["g++", "-std=c++17", "-O0", "-shared", "-fPIC", "-w", src, "-o", tmp],
                                  capture_output=True, text=True)
+            os.remove(src)
             if res.returncode:
                 raise RuntimeError(f"emulated kernel source does not compile:\n{res.stderr[:4000]}")
+            os.replace(tmp, so)  # atomic: a concurrent run never loads a half-written library
         self.lib = ctypes.CDLL(so)
 
     def get(self, name: str):

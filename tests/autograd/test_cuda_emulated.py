@@ -26,8 +26,10 @@ RNG = np.random.default_rng(0)
 
 
 @pytest.fixture(scope="module")
-def emu_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("cuda_emu"))
+def emu_dir(request, tmp_path_factory):
+    """Compiled kernels are kept in pytest's cache folder (named by a hash of their source)."""
+    cache = getattr(request.config, "cache", None)
+    return str(cache.mkdir("cuda_emu") if cache is not None else tmp_path_factory.mktemp("cuda_emu"))
 
 
 def _run(fn, arrays, dtype):
