@@ -2,11 +2,11 @@
 
 Backward scatters the gradient back. Where no position can repeat (basic indexing, one
 boolean mask) that is a plain assignment into zeros. Repeated rows (an integer array on the
-first axis, embedding lookups) go through `scatter_rows`, which beats numpy.add.at
-(benchmarks/bench_scatter.py):
-  - small tables (V <= 128): a one-hot matrix product, one BLAS call;
-  - otherwise: ids that occur once are assigned directly; the repeated ones are sorted and
-    each run of equal ids summed with add.reduceat, then assigned once.
+first axis, embedding lookups) go through `scatter_rows`, which beats numpy.add.at by 2-4x
+(benchmarks/bench_scatter.py): ids that occur once are assigned directly; the repeated ones
+are sorted and each run of equal ids summed with add.reduceat, then assigned once. (A one-hot
+matrix product is faster for tiny tables on an idle machine, but multithreaded BLAS on a busy
+one made it 100x slower, so it is not used.)
 Any other advanced index falls back to add.at (cupyx.scatter_add on the GPU).
 """
 from __future__ import annotations
@@ -19,11 +19,6 @@ from autograd.backend import xp_of
 from autograd.function import Function
 from autograd.ops._util import as_tensor
 from autograd.tensor import Tensor  # defined before autograd.tensor imports the ops
-
-# A one-hot product costs 2*V*n*C flops against ~n*C for sorting and summing: it wins for
-# small tables only (benchmarks/bench_scatter.py). It also needs V*n floats of memory.
-_ONE_HOT_MAX_ROWS = 128
-_ONE_HOT_LIMIT = 1 << 24
 
 
 def _index_array(value, xp):
@@ -65,19 +60,18 @@ def scatter_rows(rows: Any, g2d: Any, n_rows: int) -> Any:
         out = xp.zeros((n_rows, width), dtype=g2d.dtype)
         cupyx.scatter_add(out, rows, g2d)
         return out
-    if n_rows <= _ONE_HOT_MAX_ROWS and n_rows * n <= _ONE_HOT_LIMIT:
-        one_hot = np.zeros((n_rows, n), dtype=g2d.dtype)
-        one_hot[rows, np.arange(n)] = 1
-        return one_hot @ g2d                       # (V, n) @ (n, C): one BLAS call
     out = np.zeros((n_rows, width), dtype=g2d.dtype)
-    # Ids that occur once are a plain row assignment; only the repeated ones need summing.
-    once = np.bincount(rows, minlength=n_rows)[rows] == 1
-    if once.all():
-        out[rows] = g2d
-        return out
-    out[rows[once]] = g2d[once]
-    repeated = ~once
-    rep_rows, rep_g = rows[repeated], g2d[repeated]
+    rep_rows, rep_g = rows, g2d
+    if n < n_rows:
+        # Sparse ids: those that occur once are a plain row assignment; only the repeated
+        # ones need sorting and summing. (With n >= V most ids repeat: sort them all.)
+        once = np.bincount(rows, minlength=n_rows)[rows] == 1
+        if once.all():
+            out[rows] = g2d
+            return out
+        out[rows[once]] = g2d[once]
+        repeated = ~once
+        rep_rows, rep_g = rows[repeated], g2d[repeated]
     order = np.argsort(rep_rows, kind="stable")
     sorted_rows = rep_rows[order]
     starts = np.flatnonzero(np.concatenate(([True], sorted_rows[1:] != sorted_rows[:-1])))
