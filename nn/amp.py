@@ -152,10 +152,7 @@ class MixedPrecision:
         from nn.optim import clip_grad_norm
 
         with no_grad():
-            for (_, p), m in zip(self.named, self.masters):
-                m.grad = None if p.grad is None else p.grad.astype(np.float32)
-                p.grad = None
-            found_inf = self.scaler.unscale_([m.grad for m in self.masters])
+            found_inf = self._grads_to_masters()
             if found_inf:
                 for m in self.masters:
                     m.grad = None
@@ -171,6 +168,27 @@ class MixedPrecision:
             self.copy_to_model()
         self.scaler.update(False)
         return True, norm
+
+    def _grads_to_masters(self) -> bool:
+        """Unscaled float32 master gradients from the model's float16 ones (which are dropped);
+        True when any is inf or NaN."""
+        from autograd import cuda as _cuda
+
+        grads = [p.grad for _, p in self.named]
+        for _, p in self.named:
+            p.grad = None
+        first = next((g for g in grads if g is not None), None)
+        if first is not None and _cuda.use(first):  # GPU: one fused kernel per gradient, one sync
+            from autograd.cuda.elementwise import unscale_to_float32
+
+            flag = backend.xp_of(first).zeros((1,), dtype=np.int32)
+            inv = 1.0 / self.scaler.scale
+            for m, g in zip(self.masters, grads):
+                m.grad = None if g is None else unscale_to_float32(g, inv, flag)
+            return bool(int(flag[0]))
+        for m, g in zip(self.masters, grads):
+            m.grad = None if g is None else g.astype(np.float32)
+        return self.scaler.unscale_([m.grad for m in self.masters])
 
     def copy_to_model(self) -> None:
         """Cast the float32 masters into the model's float16 parameters, in place."""

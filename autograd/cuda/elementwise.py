@@ -8,6 +8,11 @@ The fused forward saves only x (t is recomputed), one full-size array less than 
 AdamW (reference: AdamW._update in nn/optim/adamw.py), one kernel per parameter, in place:
     p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+Loss-scale unscaling (reference: nn.amp.DynamicLossScaler.unscale_ after a cast to float32):
+    out = float32(g) * inv_scale, and a flag on the device set when any value is inf/NaN,
+one kernel per gradient instead of a cast, a multiply and two reductions; the host reads the
+flag once for all gradients.
 """
 from __future__ import annotations
 
@@ -39,6 +44,15 @@ extern "C" __global__ void gelu_bwd(const T* __restrict__ g, const T* __restrict
         A t = tanh_a(K0 * (v + (A)0.044715 * v * v * v));
         A d = (A)0.5 * ((A)1 + t) + (A)0.5 * v * ((A)1 - t * t) * K0 * ((A)1 + (A)0.134145 * v * v);
         ST(gx, i, LD(g, i) * d);
+    }
+}
+
+extern "C" __global__ void unscale_to_float(const T* __restrict__ g, float* __restrict__ out, long long n,
+                                            float inv_scale, int* __restrict__ bad) {
+    GRID_STRIDE(i, n) {
+        float v = (float)LD(g, i) * inv_scale;
+        out[i] = v;
+        if (!isfinite(v)) bad[0] = 1;      // every writer writes the same value: no atomic needed
     }
 }
 
@@ -86,6 +100,18 @@ def gelu_backward(node, g):
     if x.size:
         get_kernel(_BODY, "gelu_bwd", dtype_name(x))(_grid(x.size), (256,), (gc, x, gx, np.int64(x.size)))
     return (gx,)
+
+
+def unscale_to_float32(g, inv_scale: float, flag):
+    """float32(g) * inv_scale as a new float32 array of g's shape; sets flag[0] = 1 (an int32
+    device array) when a result is inf or NaN."""
+    xp = xp_of(g)
+    gc = xp.ascontiguousarray(g)
+    out = xp.empty(gc.shape, dtype=np.float32)
+    if gc.size:
+        k = get_kernel(_BODY, "unscale_to_float", dtype_name(gc))
+        k(_grid(gc.size), (256,), (gc, out, np.int64(gc.size), np.float32(inv_scale), flag))
+    return out
 
 
 def adamw_update(p, g, m, v, lr: float, b1: float, b2: float, eps: float, wd: float, t: int) -> None:

@@ -33,7 +33,7 @@ HEADER = r"""
 #include <functional>
 #include <vector>
 #include <algorithm>
-using std::min; using std::max;
+using std::min; using std::max; using std::isfinite;
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 // Only one emulated thread runs at a time (cooperative coroutines), so plain globals suffice.
 static dim3 threadIdx, blockIdx, blockDim, gridDim;

@@ -240,3 +240,27 @@ def test_float16_training_with_master_weights(emu_dir):
             losses.append(float(loss.item()))
     assert losses[-1] < 0.7 * losses[0]
     assert amp.scaler.skipped == 0 and all(m.dtype == np.float32 for m in amp.masters)
+
+
+def test_fused_unscale_finds_an_overflow_and_the_step_is_skipped(emu_dir):
+    from nn import Linear
+    from nn.amp import MixedPrecision
+    from nn.optim import SGD
+
+    autograd.manual_seed(0)
+    model = Linear(3, 2)
+    amp = MixedPrecision(model)
+    opt = SGD(amp.master_groups(list(model.parameters())), lr=0.1)
+    before = [m.data.copy() for m in amp.masters]
+    with cuda_emulator.emulated_kernels(emu_dir):
+        model.weight.grad = np.full((3, 2), 2.0 ** 15, dtype=np.float16)
+        model.bias.grad = np.array([1.0, np.inf], dtype=np.float16)
+        took, norm = amp.step(opt)
+        assert not took and norm == float("inf") and amp.scaler.scale == 2.0 ** 14
+        for m, b in zip(amp.masters, before):
+            np.testing.assert_array_equal(m.data, b)
+        model.weight.grad = np.full((3, 2), 2.0 ** 14, dtype=np.float16)   # = 1.0 after unscaling
+        model.bias.grad = np.zeros(2, dtype=np.float16)
+        took, _ = amp.step(opt)
+    assert took
+    np.testing.assert_allclose(amp.masters[0].data, before[0] - 0.1, rtol=1e-6)
