@@ -10,9 +10,11 @@ tiktoken (encoding with our trained ranks, so the vocabularies are identical).
     python3 benchmarks/bench_bpe.py --quick          # 2 MB, vocab 1024 and 4096, one run
     python3 benchmarks/bench_bpe.py --sizes 10 --vocabs 4096 --repeat 3
 
-Times are wall-clock medians of --repeat runs (training) and --encode-repeat runs
-(encoding). Encoding with ours is measured cold (a fresh tokenizer: empty chunk cache)
-and warm (the same text again, cache filled).
+Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
+the tools interleaved run by run. Wall time and CPU time (this process's threads plus
+its finished child processes) are both shown: on a shared machine CPU time is the
+steadier measure. Encoding with ours is measured cold (a fresh tokenizer: empty chunk
+cache) and warm (the same text again, cache filled).
 """
 from __future__ import annotations
 
@@ -50,13 +52,21 @@ def stdlib_docs(n_bytes: int) -> list[str]:
     return docs
 
 
-def median_time(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads) and of its finished child processes."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def measure(fn):
+    """(wall seconds, CPU seconds, result) of one call."""
+    w, c = time.perf_counter(), cpu_seconds()
+    out = fn()
+    return time.perf_counter() - w, cpu_seconds() - c, out
+
+
+def med(pairs, i):
+    return statistics.median(p[i] for p in pairs)
 
 
 def try_import(name):
@@ -145,27 +155,30 @@ def main(argv=None) -> int:
         for size in sizes:
             docs = stdlib_docs(int(size * MB))
             for vocab in vocabs:
-                t_ours, tok = median_time(lambda: train_ours(docs, vocab, pattern, args.workers), args.repeat)
-                trained[vocab] = tok
-                row = [f"{size:g} MB", vocab, f"{t_ours:.1f}"]
-                if tokenizers:
-                    t_hf, _ = median_time(lambda: train_hf(tokenizers, docs, vocab, pattern), args.repeat)
-                    row += [f"{t_hf:.1f}", f"{t_ours / t_hf:.2f}x"]
+                ours, hf, rb = [], [], []
+                rb_err = None
+                for _ in range(args.repeat):  # interleaved, so peers share the machine's conditions
+                    w, c, tok = measure(lambda: train_ours(docs, vocab, pattern, args.workers))
+                    ours.append((w, c))
+                    trained[vocab] = tok
+                    if tokenizers:
+                        hf.append(measure(lambda: train_hf(tokenizers, docs, vocab, pattern))[:2])
+                    if rustbpe and rb_err is None:
+                        try:
+                            rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
+                        except Exception as e:  # an API we do not know: say so, keep going
+                            rb_err = f"error: {type(e).__name__}"
+                row = [f"{size:g} MB", vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
+                if hf:
+                    row += [f"{med(hf, 0):.1f} ({med(hf, 1):.1f})", f"{med(ours, 0) / med(hf, 0):.2f}x"]
                 else:
                     row += ["-", "-"]
-                if rustbpe:
-                    try:
-                        t_rb, _ = median_time(lambda: train_rustbpe(rustbpe, docs, vocab, pattern), args.repeat)
-                        row.append(f"{t_rb:.1f}")
-                    except Exception as e:  # an API we do not know: say so, keep going
-                        row.append(f"error: {type(e).__name__}")
-                else:
-                    row.append("-")
+                row.append(rb_err or (f"{med(rb, 0):.1f} ({med(rb, 1):.1f})" if rb else "-"))
                 rows.append(row)
                 print(f"  trained {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
             del docs
-        print_table(f"Training time, seconds (median of {args.repeat})",
-                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF", "rustbpe"], rows)
+        print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
+                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe"], rows)
 
     if not args.skip_encode:
         ev = args.encode_vocab or max(vocabs)
@@ -180,34 +193,11 @@ def main(argv=None) -> int:
         def fresh():
             return Tokenizer(ranks, pattern, specials)
 
-        rows = []
-        cold = []
-        for _ in range(args.encode_repeat):
-            t = fresh()
-            t0 = time.perf_counter()
-            ids = t.encode_ordinary(text)
-            cold.append(time.perf_counter() - t0)
-        t_cold = statistics.median(cold)
-        warm_tok = fresh()
-        warm_tok.encode_ordinary(text)
-        t_warm, _ = median_time(lambda: warm_tok.encode_ordinary(text), args.encode_repeat)
-        batch = []
-        for _ in range(args.encode_repeat):
-            t = fresh()
-            t0 = time.perf_counter()
-            t.encode_batch(docs, workers=args.workers)
-            batch.append(time.perf_counter() - t0)
-        t_batch = statistics.median(batch)
-        mbs = nbytes / MB
-        rows.append(["bpe (ours), cold cache", f"{mbs / t_cold:.2f}", f"{mbs / t_batch:.2f}", f"{nbytes / len(ids):.3f}"])
-        rows.append(["bpe (ours), warm cache", f"{mbs / t_warm:.2f}", "-", f"{nbytes / len(ids):.3f}"])
+        # Every repeat runs each encoder once, interleaved, so that they share the
+        # machine's conditions (this machine is shared and noisy).
+        enc = hf = None
         if tiktoken:
             enc = tiktoken.Encoding("ours", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
-            t_tt, tt_ids = median_time(lambda: enc.encode_ordinary(text), args.encode_repeat)
-            t_ttb, _ = median_time(lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu), args.encode_repeat)
-            rows.append([f"tiktoken (same ranks; batch {ncpu} threads)", f"{mbs / t_tt:.2f}", f"{mbs / t_ttb:.2f}",
-                         f"{nbytes / len(tt_ids):.3f}"])
-            assert tt_ids == ids, "tiktoken and bpe disagree on the benchmark text"
         if tokenizers:
             import tempfile
 
@@ -215,11 +205,43 @@ def main(argv=None) -> int:
                 p = os.path.join(d, "tokenizer.json")
                 tok.save_huggingface(p)
                 hf = tokenizers.Tokenizer.from_file(p)
-            t_hf, hf_ids = median_time(lambda: hf.encode(text).ids, args.encode_repeat)
-            t_hfb, _ = median_time(lambda: hf.encode_batch(docs), args.encode_repeat)
-            rows.append(["HF tokenizers (exported from ours)", f"{mbs / t_hf:.2f}", f"{mbs / t_hfb:.2f}",
-                         f"{nbytes / len(hf_ids):.3f}"])
-        print_table(f"Encoding {mbs:.0f} MB with vocab {ev}: MB/s (median of {args.encode_repeat}) and bytes per token",
+        warm_tok = fresh()
+        ids = warm_tok.encode_ordinary(text)
+        cells = {k: [] for k in ["cold", "warm", "batch", "tt", "ttb", "hf", "hfb"]}
+        tt_ids = hf_ids = None
+
+        def timed(key, fn):
+            w, c, out = measure(fn)
+            cells[key].append((w, c))
+            return out
+
+        for _ in range(args.encode_repeat):
+            t = fresh()
+            timed("cold", lambda: t.encode_ordinary(text))
+            timed("warm", lambda: warm_tok.encode_ordinary(text))
+            t = fresh()
+            timed("batch", lambda: t.encode_batch(docs, workers=args.workers))
+            if enc is not None:
+                tt_ids = timed("tt", lambda: enc.encode_ordinary(text))
+                timed("ttb", lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu))
+            if hf is not None:
+                hf_ids = timed("hf", lambda: hf.encode(text).ids)
+                timed("hfb", lambda: hf.encode_batch(docs))
+        mbs = nbytes / MB
+
+        def rate(key):
+            return f"{mbs / med(cells[key], 0):.2f} ({mbs / med(cells[key], 1):.2f})"
+
+        rows = [["bpe (ours), cold cache", rate("cold"), rate("batch"), f"{nbytes / len(ids):.3f}"],
+                ["bpe (ours), warm cache", rate("warm"), "-", f"{nbytes / len(ids):.3f}"]]
+        if enc is not None:
+            assert tt_ids == ids, "tiktoken and bpe disagree on the benchmark text"
+            rows.append([f"tiktoken (same ranks; batch {ncpu} threads)", rate("tt"), rate("ttb"),
+                         f"{nbytes / len(tt_ids):.3f}"])
+        if hf is not None:
+            rows.append(["HF tokenizers (exported from ours)", rate("hf"), rate("hfb"), f"{nbytes / len(hf_ids):.3f}"])
+        print_table(f"Encoding {mbs:.0f} MB with vocab {ev}: MB/s of wall time (MB/s of CPU time), "
+                    f"median of {args.encode_repeat}; bytes per token",
                     ["encoder", "whole text, 1 thread", "batch (per file)", "bytes/token"], rows)
     return 0
 

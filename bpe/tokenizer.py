@@ -123,19 +123,28 @@ class Tokenizer:
         pieces = self._findall(text)
         cache = self._cache
         got = list(map(cache.get, pieces))  # one C-level pass; None marks a cache miss
-        if None in got:
-            ranks = self._ranks
-            if len(cache) + len(pieces) > CACHE_LIMIT:
-                cache.clear()
-            for i, ids in enumerate(got):
-                if ids is None:
-                    piece = pieces[i]
-                    ids = cache.get(piece)  # the same piece may have been missed earlier in this text
-                    if ids is None:
-                        ids = byte_pair_encode(ranks, utf8(piece))
-                        if len(piece) <= 256:  # a rare huge piece is not worth its memory
-                            cache[piece] = ids
-                    got[i] = ids
+        try:
+            i = got.index(None)
+        except ValueError:
+            return list(chain.from_iterable(got))
+        if len(cache) + len(pieces) > CACHE_LIMIT:
+            cache.clear()
+        ranks = self._ranks
+        n = len(got)
+        while True:  # visit only the misses; list.index scans in C
+            piece = pieces[i]
+            ids = cache.get(piece)  # the same piece may have been missed earlier in this text
+            if ids is None:
+                ids = byte_pair_encode(ranks, utf8(piece))
+                if len(piece) <= 256:  # a rare huge piece is not worth its memory
+                    cache[piece] = ids
+            got[i] = ids
+            if i + 1 >= n:
+                break
+            try:
+                i = got.index(None, i + 1)
+            except ValueError:
+                break
         return list(chain.from_iterable(got))
 
     def encode_ordinary(self, text: str) -> list[int]:
