@@ -265,3 +265,49 @@ def test_one_element_tensors_convert_like_numbers():
         bool(Tensor(np.ones(3)))
     with pytest.raises(TypeError, match="one element"):
         float(Tensor(np.ones(3)))
+
+
+# ---- random graphs: the engine's bookkeeping against finite differences -----------------
+from hypothesis import given, strategies as st  # noqa: E402
+
+from autograd import gradcheck, split, where  # noqa: E402
+
+_BINARY = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b * 0.5,
+           lambda a, b: where(a.data > b.data, a, b)]
+_UNARY = [lambda a: a.tanh(), lambda a: a * 2.0, lambda a: -a, lambda a: a.sigmoid(),
+           lambda a: a.T.reshape(3, 2),
+           lambda a: concat(split(a, 1, axis=-1)[::-1], axis=-1) * 1.5,     # split + concat
+           lambda a: a[np.array([0, 0, 2])],                               # repeated rows
+           lambda a: a.max(axis=0, keepdims=True) + a.mean(axis=1, keepdims=True) * a]
+
+
+@st.composite
+def random_graph(draw):
+    """A list of steps; each reads earlier values by position, so values get reused."""
+    steps = []
+    for i in range(draw(st.integers(1, 12))):
+        n_values = 2 + i  # two inputs, then one value per step
+        if draw(st.booleans()):
+            steps.append(("binary", draw(st.integers(0, len(_BINARY) - 1)),
+                          draw(st.integers(0, n_values - 1)), draw(st.integers(0, n_values - 1))))
+        else:
+            steps.append(("unary", draw(st.integers(0, len(_UNARY) - 1)), draw(st.integers(0, n_values - 1))))
+    return steps
+
+
+def _evaluate(steps, x, y):
+    values = [x, y]
+    for step in steps:
+        if step[0] == "binary":
+            values.append(_BINARY[step[1]](values[step[2]], values[step[3]]))
+        else:
+            values.append(_UNARY[step[1]](values[step[2]]))
+    # every value contributes, with its own weight, so unused-branch paths are covered too
+    return sum((v * (0.1 * (i + 1))).sum() for i, v in enumerate(values[2:])) + values[-1].sum()
+
+
+@given(steps=random_graph(), seed=st.integers(0, 2**32 - 1))
+def test_random_graphs_with_shared_values_match_finite_differences(steps, seed):
+    rng = np.random.default_rng(seed)
+    x, y = leaf(rng.standard_normal((3, 2))), leaf(rng.standard_normal((3, 2)))
+    gradcheck(lambda a, b: _evaluate(steps, a, b), [x, y])
