@@ -8,9 +8,12 @@ are counted as strings, and only distinct segments go through the regex. The
 segment table is flushed into the chunk table when it grows past a limit, so memory
 stays bounded on any corpus.
 
-``count_chunks`` drives one or several ``ChunkCounter``s over files and iterables:
-with ``workers > 1`` it starts worker processes that each count their share (file
-byte ranges, or batches of texts) and send back one table each.
+Special-token text found in the corpus (``<|endoftext|>`` between documents, say)
+separates documents and is not counted, so no merge learns from it.
+
+``count_files`` and ``count_texts`` drive one or several ``ChunkCounter``s: with
+``workers > 1`` they start worker processes that each count their share (file byte
+ranges, or batches of texts) and send back one table each.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
+
+import regex
 
 from .corpus import BLOCK_BYTES, read_blocks
 from .patterns import chunk_finder, segment_splitter
@@ -38,8 +43,12 @@ class ChunkCounter:
     last segment of each text (whose outer ends are not cuts) are handled one by one.
     """
 
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, special_tokens: Iterable[str] = ()):
         self.pattern = pattern
+        specials = sorted(set(special_tokens), key=len, reverse=True)
+        # Special-token text in the corpus separates documents and is not learned from.
+        self._specials = specials
+        self._special_split = regex.compile("|".join(map(regex.escape, specials))).split if specials else None
         self._findall = chunk_finder(pattern)
         self._split = segment_splitter(pattern)
         self._segments: Counter[str] = Counter()  # regular segments
@@ -50,6 +59,15 @@ class ChunkCounter:
     def add(self, text: str) -> None:
         """Count the chunks of one text (a document: chunks never span two texts)."""
         self.n_bytes += len(text)
+        if self._special_split is not None and any(s in text for s in self._specials):
+            parts = self._special_split(text)
+            if len(parts) > 1:
+                for part in parts:
+                    self._add(part)
+                return
+        self._add(text)
+
+    def _add(self, text: str) -> None:
         if self._split is None:
             self.chunks.update(self._findall(text))
             return
@@ -110,8 +128,8 @@ def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
 # ---- worker processes -------------------------------------------------------------
 
 
-def _worker(pattern: str, tasks, results) -> None:
-    counter = ChunkCounter(pattern)
+def _worker(pattern: str, specials: tuple[str, ...], tasks, results) -> None:
+    counter = ChunkCounter(pattern, specials)
     error = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -141,11 +159,11 @@ def _worker(pattern: str, tasks, results) -> None:
 class _Pool:
     """N counting processes fed through a queue; each returns one table at the end."""
 
-    def __init__(self, pattern: str, workers: int):
+    def __init__(self, pattern: str, specials: tuple[str, ...], workers: int):
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         self.tasks = ctx.Queue(maxsize=4 * workers)
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=_worker, args=(pattern, self.tasks, self.results), daemon=True) for _ in range(workers)]
+        self.procs = [ctx.Process(target=_worker, args=(pattern, specials, self.tasks, self.results), daemon=True) for _ in range(workers)]
         for p in self.procs:
             p.start()
 
@@ -183,7 +201,8 @@ def default_workers() -> int:
 
 
 def count_files(
-    files: list[Path], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None
+    files: list[Path], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
+    special_tokens: Iterable[str] = (),
 ) -> Counter[str]:
     """Chunk counts of the given files (each file one document), in worker processes when large."""
     sizes = []
@@ -195,7 +214,7 @@ def count_files(
     total = sum(sizes)
     workers = default_workers() if workers is None else max(1, int(workers))
     if workers == 1 or total < PARALLEL_MIN_BYTES:
-        counter = ChunkCounter(pattern)
+        counter = ChunkCounter(pattern, special_tokens)
         for f in files:
             for block in read_blocks(f):
                 counter.add(block)
@@ -203,7 +222,7 @@ def count_files(
                 progress(counter.n_bytes)
         return counter.result()
     # Byte ranges of about one block each, so work spreads evenly over the processes.
-    pool = _Pool(pattern, workers)
+    pool = _Pool(pattern, tuple(special_tokens), workers)
     out: Counter[str] = Counter()
     try:
         for f, size in zip(files, sizes):
@@ -216,7 +235,8 @@ def count_files(
 
 
 def count_texts(
-    texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None
+    texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
+    special_tokens: Iterable[str] = (),
 ) -> Counter[str]:
     """Chunk counts of an iterable of texts (each one document); streams, parallel when large.
 
@@ -224,7 +244,7 @@ def count_texts(
     been seen, the rest is sent to worker processes in batches.
     """
     workers = default_workers() if workers is None else max(1, int(workers))
-    counter = ChunkCounter(pattern)
+    counter = ChunkCounter(pattern, special_tokens)
     it = iter(texts)
     pool = None
     try:
@@ -235,7 +255,7 @@ def count_texts(
             if progress and i % 64 == 0:
                 progress(counter.n_bytes)
             if workers > 1 and counter.n_bytes > PARALLEL_MIN_BYTES:
-                pool = _Pool(pattern, workers)
+                pool = _Pool(pattern, tuple(special_tokens), workers)
                 break
         out = counter.result()
         if pool is not None:

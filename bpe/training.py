@@ -63,10 +63,10 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
         with warnings.catch_warnings():
             if inputs is None:  # a few test files of the standard library are not UTF-8 on purpose
                 warnings.simplefilter("ignore", UnicodeWarning)
-            counts = count_files(files, pattern, workers)
+            counts = count_files(files, pattern, workers, special_tokens=names)
         source = f"{len(files)} file(s)"
     else:
-        counts = count_texts(texts, pattern, workers)
+        counts = count_texts(texts, pattern, workers, special_tokens=names)
         source = "the given texts"
     if not counts:
         raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")

@@ -178,3 +178,12 @@ def test_bad_pattern_is_named():
 def test_non_string_texts_are_rejected():
     with pytest.raises(TypeError, match="must be str"):
         Tokenizer.train_from_iterator([b"bytes"], vocab_size=300)
+
+
+def test_special_token_text_in_the_corpus_is_not_learned_from():
+    text = "<|endoftext|>".join(["hello world"] * 50)
+    tok = Tokenizer.train_from_iterator([text], vocab_size=300, special_tokens=["<|endoftext|>"])
+    learned = {tok.token_bytes(256 + k) for k in range(tok.n_merges)}
+    assert not any(b"<" in t or b"|" in t for t in learned)
+    want = Tokenizer.train_from_iterator(["hello world"] * 50, vocab_size=300, special_tokens=["<|endoftext|>"])
+    assert tok.merges == want.merges
