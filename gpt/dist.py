@@ -6,25 +6,44 @@ all ranks) and keeps its own slice, so the ranks together see exactly what one p
 `world_size * B` would see. Gradients are averaged in a few large flat buckets after backward and
 before clipping, so the optimizer state stays identical on every rank without being sent.
 
+A rank that fails alone ends the whole job (MPI_Abort) with a message; a collective that does not
+complete within `timeout_s` (a rank died or hangs) does the same. Errors that every rank meets
+alike (settings that differ between ranks, a checkpoint of another world size, a diverged run) are
+raised on every rank with `every_rank = True`, so rank 0 reports them once and all exit cleanly.
+
 mpi4py is imported only when the process runs under an MPI launcher with more than one rank.
 """
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
-# Environment variables by which launchers announce the job size (MPICH/hydra, Open MPI, PMIx, Slurm).
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+# Environment variables by which launchers announce the job size (MPICH/hydra, Open MPI, PMIx).
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 300.0
+_JOB_TIMEOUT = -1.0  # "the Distributed's own timeout_s" as a default argument
+
+
+class RanksDisagree(ValueError):
+    """Ranks were started with different settings; raised on every rank."""
+
+    every_rank = True
+
+
+def mark_every_rank(exc: BaseException) -> BaseException:
+    """Flag `exc` as one that every rank raises alike (so no rank needs to abort the job)."""
+    exc.every_rank = True
+    return exc
 
 
 def launched_world_size(environ=os.environ) -> int:
@@ -70,6 +89,8 @@ class Distributed:
             return None
         MPI = _import_mpi()
         comm = MPI.COMM_WORLD
+        if comm.Get_size() <= 1:
+            return None
         return cls(comm=comm, rank=comm.Get_rank(), world_size=comm.Get_size(), timeout_s=timeout_s)
 
     def local_rank(self) -> int:
@@ -80,26 +101,83 @@ class Distributed:
         return self.rank
 
     def cuda_device(self) -> str:
-        """One GPU per rank: the rank's local index modulo the GPUs on its machine."""
+        """One GPU per rank: the rank's local index modulo the GPUs on its machine. The device
+        becomes CuPy's current one, so buffers and the NCCL communicator are created on it."""
         from autograd.backend import cupy_module
 
         cp = cupy_module()
-        return f"cuda:{self.local_rank() % cp.cuda.runtime.getDeviceCount()}"
+        index = self.local_rank() % cp.cuda.runtime.getDeviceCount()
+        cp.cuda.Device(index).use()
+        return f"cuda:{index}"
 
     # ---- agreement between ranks ---------------------------------------------------------
     def check_same(self, what: str, value: Any) -> None:
-        """Raise on every rank, naming the differing keys, when ranks disagree about `value`."""
+        """Raise RanksDisagree on every rank, naming the ranks and keys that differ from rank 0."""
         text = json.dumps(value, sort_keys=True, default=str)
-        texts = self.comm.allgather(text)
-        if all(t == text for t in texts):
+        texts = self.allgather_object(text, f"check of the {what}")
+        if all(t == texts[0] for t in texts):
             return
-        bad = [r for r, t in enumerate(texts) if t != texts[0]]
-        detail = ""
-        mine, first = json.loads(text), json.loads(texts[0])
-        if isinstance(mine, dict) and isinstance(first, dict):
-            keys = sorted(k for k in set(mine) | set(first) if mine.get(k) != first.get(k))
-            detail = f" (rank {self.rank} differs from rank 0 in {keys})" if keys else ""
-        raise RuntimeError(f"ranks disagree about the {what}: ranks {bad} differ from rank 0{detail}")
+        first = json.loads(texts[0])
+        parts = []
+        for r, t in enumerate(texts):
+            if t == texts[0]:
+                continue
+            other = json.loads(t)
+            if isinstance(other, dict) and isinstance(first, dict):
+                keys = sorted(k for k in set(other) | set(first) if other.get(k) != first.get(k))
+                parts.append(f"rank {r}: " + ", ".join(f"{k}={other.get(k)!r} (rank 0: {first.get(k)!r})"
+                                                      for k in keys))
+            else:
+                parts.append(f"rank {r}: {other!r} (rank 0: {first!r})")
+        raise RanksDisagree(f"ranks disagree about the {what}: " + "; ".join(parts)
+                            + ". Start every rank with the same command line.")
+
+    def any(self, flags: Iterable[bool]) -> list[bool]:
+        """For each flag: whether it is set on any rank (stop requests, time budgets)."""
+        buf = np.array([1 if f else 0 for f in flags], dtype=np.int32)
+        self._wait(self.comm.Iallreduce(self._mpi().IN_PLACE, buf, op=self._mpi().MAX), "stop agreement")
+        return [bool(v) for v in buf]
+
+    def allgather_object(self, obj: Any, what: str) -> list:
+        """Every rank's `obj` (picklable), in rank order, with the collective timeout."""
+        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        sizes = np.zeros(self.world_size, dtype=np.int64)
+        self._wait(self.comm.Iallgather(np.array([data.size], dtype=np.int64), sizes), what)
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        counts = [int(s) for s in sizes]
+        displs = [int(d) for d in np.concatenate([[0], np.cumsum(sizes)[:-1]])]
+        self._wait(self.comm.Iallgatherv(data, [out, counts, displs, self._mpi().BYTE]), what)
+        return [pickle.loads(out[d:d + c].tobytes()) for d, c in zip(displs, counts)]
+
+    def broadcast_object(self, obj: Any, what: str, timeout_s: float | None = _JOB_TIMEOUT) -> Any:
+        """Rank 0's `obj` on every rank. timeout_s=None waits as long as rank 0 needs (data
+        preparation); rank 0 failing meanwhile aborts the job, which ends the wait."""
+        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if self.is_main else None
+        size = np.array([data.size if self.is_main else 0], dtype=np.int64)
+        self._wait(self.comm.Ibcast(size, root=0), what, timeout_s)
+        if not self.is_main:
+            data = np.empty(int(size[0]), dtype=np.uint8)
+        else:
+            data = data.copy()  # a writable buffer
+        self._wait(self.comm.Ibcast(data, root=0), what, timeout_s)
+        return obj if self.is_main else pickle.loads(data.tobytes())
+
+    def run_on_main(self, fn: Callable[[], Any], what: str, timeout_s: float | None = None) -> Any:
+        """fn() on rank 0, its result on every rank. An exception of fn is raised on every rank
+        (rank 0: the original; others: a RuntimeError), marked every_rank so none aborts."""
+        result = error = None
+        if self.is_main:
+            try:
+                result = fn()
+            except Exception as exc:  # noqa: BLE001 - re-raised below, on every rank
+                error = exc
+        payload = self.broadcast_object(
+            ("ok", result) if error is None else ("error", f"{type(error).__name__}: {error}"), what, timeout_s)
+        if payload[0] == "ok":
+            return payload[1]
+        if error is not None:
+            raise mark_every_rank(error)
+        raise mark_every_rank(RuntimeError(f"rank 0 failed during the {what}: {payload[1]}"))
 
     def broadcast_arrays(self, arrays: Iterable[Any]) -> None:
         """Overwrite every array in place with rank 0's values (initial weights)."""
@@ -111,13 +189,21 @@ class Distributed:
                 arr[...] = host if isinstance(arr, np.ndarray) else _to_like(host, arr)
 
     def allreduce_mean_scalar(self, value: float) -> float:
-        """The mean of a Python number over ranks (losses for logging and evaluation)."""
+        """The mean of a Python number over ranks (losses for logging and evaluation); NaN or
+        inf on any rank gives NaN or inf on all."""
         buf = np.array([value], dtype=np.float64)
         self._wait(self.comm.Iallreduce(self._mpi().IN_PLACE, buf, op=self._mpi().SUM), "loss all-reduce")
         return float(buf[0]) / self.world_size
 
-    def barrier(self) -> None:
-        self._wait(self.comm.Ibarrier(), "barrier")
+    def barrier(self, timeout_s: float | None = _JOB_TIMEOUT) -> None:
+        self._wait(self.comm.Ibarrier(), "barrier", timeout_s)
+
+    def abort(self, message: str, code: int = 1) -> None:
+        """Print `message` and end every rank of the job now (MPI_Abort)."""
+        sys.stdout.flush()
+        sys.stderr.write(message.rstrip("\n") + "\n")
+        sys.stderr.flush()
+        self.comm.Abort(code)
 
     # ---- gradients -----------------------------------------------------------------------
     def allreduce_gradients(self, params: list) -> float:
@@ -131,6 +217,7 @@ class Distributed:
         if reducer.on_gpu:
             self._allreduce_nccl(reducer)
         else:
+            # All buckets are in flight at once; MPI moves them while we wait on the first.
             requests = [self.comm.Iallreduce(self._mpi().IN_PLACE, flat, op=self._mpi().SUM)
                         for flat in reducer.flats]
             for req in requests:
@@ -143,8 +230,7 @@ class Distributed:
         from cupy.cuda import nccl
 
         if self.nccl is None:
-            uid = nccl.get_unique_id() if self.is_main else None
-            uid = self.comm.bcast(uid, root=0)
+            uid = self.broadcast_object(nccl.get_unique_id() if self.is_main else None, "NCCL set-up")
             self.nccl = nccl.NcclCommunicator(self.world_size, uid, self.rank)
         stream = cp.cuda.get_current_stream()
         kinds = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float16): nccl.NCCL_FLOAT16,
@@ -152,26 +238,23 @@ class Distributed:
         for flat in reducer.flats:
             self.nccl.allReduce(flat.data.ptr, flat.data.ptr, flat.size, kinds[flat.dtype],
                                 nccl.NCCL_SUM, stream.ptr)
-        stream.synchronize()
+        stream.synchronize()  # the time measured is the all-reduce's, not the next kernel's
 
     # ---- internals -----------------------------------------------------------------------
     def _mpi(self):
         return _import_mpi()
 
-    def _wait(self, request, what: str) -> None:
+    def _wait(self, request, what: str, timeout_s: float | None = _JOB_TIMEOUT) -> None:
         """Wait for a non-blocking collective; a rank that died or hangs ends the job with a message."""
-        deadline = time.monotonic() + self.timeout_s
+        limit = self.timeout_s if timeout_s == _JOB_TIMEOUT else timeout_s
+        deadline = None if limit is None else time.monotonic() + limit
         pause = 1e-5
         while not request.Test():
-            if time.monotonic() > deadline:
-                sys.stderr.write(
-                    f"rank {self.rank}: the {what} did not complete within {self.timeout_s:.0f} s; another "
-                    "rank probably died or is stuck. Aborting the whole job.\n"
-                )
-                sys.stderr.flush()
-                self.comm.Abort(1)
+            if deadline is not None and time.monotonic() > deadline:
+                self.abort(f"rank {self.rank}: the {what} did not complete within {limit:.0f} s; another "
+                           "rank probably died or is stuck. Aborting the whole job.")
             time.sleep(pause)
-            pause = min(pause * 2, 1e-3)
+            pause = min(pause * 2, 2e-4)  # a short nap: the other rank may need this core
 
 
 def _to_like(host: np.ndarray, like: Any) -> Any:
@@ -185,12 +268,22 @@ class GradientBuckets:
 
     Parameters are grouped in order, per dtype, until a bucket holds `bucket_bytes`; each
     all-reduce then moves one large contiguous buffer instead of one small one per parameter.
+    A bucket of n parameters holding sizes s_1..s_n is laid out as
+        [grad_1 (s_1) | ... | grad_n (s_n) | has_grad (n)]
+    where has_grad is 1 for a parameter whose .grad is set on this rank: after the sum, a
+    parameter that had no gradient on any rank keeps .grad None (as on one process, so the
+    optimizer skips it), and one that had a gradient on some rank gets the average.
     """
 
     def __init__(self, params: list, bucket_bytes: int = DEFAULT_BUCKET_BYTES):
         from autograd.backend import xp_of
 
-        self.params = [p for p in params if p.requires_grad]
+        seen: set[int] = set()
+        self.params = []
+        for p in params:  # a shared (tied) parameter once
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                self.params.append(p)
         if not self.params:
             raise ValueError("no parameters that require gradients to all-reduce")
         xp = xp_of(self.params[0].data)
@@ -206,28 +299,36 @@ class GradientBuckets:
             current.append(p)
             size += p.data.nbytes
         self.groups.append(current)
-        self.flats = [xp.empty(sum(p.data.size for p in g), dtype=g[0].data.dtype) for g in self.groups]
+        self.flats = [xp.empty(sum(p.data.size for p in g) + len(g), dtype=g[0].data.dtype) for g in self.groups]
 
     def pack(self) -> None:
+        """Copy every .grad into its bucket (zeros and has_grad 0 where .grad is None)."""
         for group, flat in zip(self.groups, self.flats):
-            offset = 0
-            for p in group:
+            offset, flags = 0, flat[flat.size - len(group):]
+            for i, p in enumerate(group):
                 n = p.data.size
                 if p.grad is None:
                     flat[offset:offset + n] = 0
+                    flags[i] = 0
                 else:
                     flat[offset:offset + n] = p.grad.reshape(-1)
+                    flags[i] = 1
                 offset += n
 
     def unpack(self, scale: float) -> None:
+        """Set every .grad to `scale` times its bucket slice (None where no rank had one)."""
         for group, flat in zip(self.groups, self.flats):
-            flat *= flat.dtype.type(scale)
+            flags = flat[flat.size - len(group):]
+            has = [bool(f) for f in (flags.get() if self.on_gpu else flags)]  # one sync per bucket
+            values = flat[:flat.size - len(group)]
+            values *= values.dtype.type(scale)
             offset = 0
-            for p in group:
+            for p, had in zip(group, has):
                 n = p.data.size
-                view = flat[offset:offset + n].reshape(p.data.shape)
-                if p.grad is None:
-                    p.grad = view.copy()
-                else:
-                    p.grad[...] = view
+                if had:
+                    view = values[offset:offset + n].reshape(p.data.shape)
+                    if p.grad is None or p.grad.shape != p.data.shape or p.grad.dtype != view.dtype:
+                        p.grad = view.copy()
+                    else:
+                        p.grad[...] = view
                 offset += n

@@ -24,11 +24,15 @@ class BatchLoader:
     """Draws (x, y) batches of int64 ids, shape (batch_size, block_size), from `tokens` (N,).
 
     tokens: a 1-D integer array (a np.memmap of train.bin is the usual case);
-    seed: seeds the generator (numpy PCG64); device: where the batches go ('cpu', 'cuda[:N]').
+    seed: seeds the generator (numpy PCG64); device: where the batches go ('cpu', 'cuda[:N]');
+    shard: (rank, world_size) for data-parallel training: every rank draws the same global batch
+    of batch_size * world_size windows and keeps rows [rank * B, (rank + 1) * B), so the ranks
+    together see what one loader of batch_size * world_size sees, and the generator's state
+    is the same on every rank (a checkpoint from rank 0 resumes them all).
     """
 
     def __init__(self, tokens: np.ndarray, batch_size: int, block_size: int, seed: int = 0,
-                 device: str = "cpu", name: str = "train"):
+                 device: str = "cpu", name: str = "train", shard: tuple[int, int] = (0, 1)):
         if tokens.ndim != 1:
             raise ValueError(f"{name} tokens must be a 1-D array, got shape {tokens.shape}")
         if batch_size < 1 or block_size < 1:
@@ -37,6 +41,10 @@ class BatchLoader:
             raise ValueError(
                 f"{name} split has {len(tokens)} tokens, fewer than block_size + 1 = {block_size + 1}: "
                 "use a smaller --block-size or more data")
+        rank, world = shard
+        if not 0 <= rank < world:
+            raise ValueError(f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}")
+        self.rank, self.world_size = int(rank), int(world)
         self.tokens = tokens
         self.batch_size, self.block_size = int(batch_size), int(block_size)
         self.device = device
@@ -47,7 +55,8 @@ class BatchLoader:
 
     def next_batch(self) -> tuple[Any, Any]:
         """The next (x, y): int64 arrays (B, T) on the loader's device."""
-        starts = self.rng.integers(0, len(self.tokens) - self.block_size, size=self.batch_size)
+        starts = self.rng.integers(0, len(self.tokens) - self.block_size, size=self.batch_size * self.world_size)
+        starts = starts[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]  # (B,)
         x, y = _windows(self.tokens, starts, self.block_size)
         self.batches_drawn += 1
         if self.device != "cpu":
@@ -81,8 +90,9 @@ class BatchLoader:
 
 
 def fixed_batches(tokens: np.ndarray, n_batches: int, batch_size: int, block_size: int,
-                  seed: int = 1234, device: str = "cpu", name: str = "val") -> list[tuple[Any, Any]]:
+                  seed: int = 1234, device: str = "cpu", name: str = "val",
+                  shard: tuple[int, int] = (0, 1)) -> list[tuple[Any, Any]]:
     """`n_batches` (x, y) batches drawn once with their own generator: the same windows at every
-    evaluation, and drawing them never moves the training generator."""
-    loader = BatchLoader(tokens, batch_size, block_size, seed=seed, device=device, name=name)
+    evaluation, and drawing them never moves the training generator. shard: as BatchLoader's."""
+    loader = BatchLoader(tokens, batch_size, block_size, seed=seed, device=device, name=name, shard=shard)
     return [loader.next_batch() for _ in range(n_batches)]

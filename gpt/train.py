@@ -11,6 +11,15 @@ Exact resume: a checkpoint taken between two optimizer steps holds the weights, 
 moments and step count, the step, the data generator's state and the dropout generator's
 state; the learning rate is a function of the step. So N steps, save, resume, N more steps
 gives the weights of 2N steps straight, bit for bit on the CPU (tests/gpt/test_train.py).
+
+Data-parallel (`mpiexec -n N gpt train`, gpt.dist): B is the batch per rank and a step sees a
+global batch of N x B windows, drawn by one generator that every rank runs alike, so N ranks of
+batch B train like one process of batch N x B (tests/gpt/test_dist.py). Gradients are averaged
+over ranks after the last micro-batch, before clipping; evaluation batches are split the same
+way and their losses averaged. Dropout masks come from the same seed on every rank (each rank
+draws the same masks, applied to different windows), which keeps the generator state that a
+checkpoint saves identical on all ranks. Only rank 0 writes files and prints; a checkpoint
+records the number of ranks, and resuming it with another number is an error.
 """
 from __future__ import annotations
 
@@ -83,13 +92,16 @@ class Trainer:
     """Builds everything a run needs from a TrainConfig and runs the loop (`run()`)."""
 
     def __init__(self, cfg: TrainConfig, explicit: set | None = None, out: ProgressLine | None = None,
-                 runs_root: str = RUNS_ROOT):
+                 runs_root: str = RUNS_ROOT, dist=None):
         self.cfg = cfg
         self.explicit = set(explicit or ())
-        self.out = out or ProgressLine()
+        self.dist = dist             # a gpt.dist.Distributed under MPI, else None
+        self.world_size = dist.world_size if dist is not None else 1
+        self.is_main = dist is None or dist.is_main  # rank 0 under MPI: the only one that writes
+        self.out = out or ProgressLine(enabled=self.is_main)
         self.say = self.out.print
         self.runs_root = runs_root
-        self.is_main = True          # rank 0 under MPI: the only one that writes
+        self.allreduce_s = 0.0       # seconds spent in gradient all-reduces
         self._setup()
 
     # -- setup --------------------------------------------------------------------------------
@@ -101,21 +113,33 @@ class Trainer:
             backend.module_for_device(cfg.device)
         except RuntimeError as exc:
             raise ValueError(f"--device {cfg.device}: {exc}") from None
+        if self.dist is not None:  # each rank may have its own GPU; everything else must agree
+            self.dist.check_same("training settings", {k: v for k, v in cfg.to_dict().items() if k != "device"})
         self.resume_ckpt = None
         if cfg.resume:
             path = find_checkpoint(cfg.resume, prefer=("latest.safetensors", "best.safetensors"))
             self.resume_ckpt = load_checkpoint(path, device="cpu")
+            saved_world = int(self.resume_ckpt.meta.get("world_size", 1))
+            if saved_world != self.world_size:
+                from gpt.dist import mark_every_rank
+
+                how = f"mpiexec -n {saved_world} gpt train" if saved_world > 1 else "gpt train (one process)"
+                raise mark_every_rank(CheckpointError(
+                    f"checkpoint {str(path)!r} was written by a run of {saved_world} rank(s) (a global batch of "
+                    f"{saved_world} x --batch-size) and this run has {self.world_size}: resume it with "
+                    f"`{how} --resume {path.parent}`"))
             self._merge_resumed_settings()
             cfg = self.cfg
             self.run_dir = path.parent
+        elif self.dist is not None:  # one folder for all ranks: rank 0 names it (a shared file system)
+            self.run_dir = self.dist.run_on_main(self._new_run_folder, "choice of the run folder")
         else:
-            self.run_dir = Path(cfg.out) if cfg.out else _new_run_dir(self.runs_root)
-            if (self.run_dir / "latest.safetensors").exists():
-                raise FileExistsError(
-                    f"run folder {str(self.run_dir)!r} already holds a checkpoint: continue it with "
-                    f"--resume {self.run_dir}, or choose another --out")
+            self.run_dir = self._new_run_folder()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = self._data_dir()
+        if self.dist is not None:  # rank 0 prepares the data (tokenizer training may take minutes)
+            self.data_dir = self.dist.run_on_main(self._data_dir, "data preparation")
+        else:
+            self.data_dir = self._data_dir()
         self.meta = read_meta(self.data_dir)
         V = int(self.meta["vocab_size"])
         self.tokenizer = load_tokenizer(self.meta["tokenizer_path"]) if self.meta.get("tokenizer_path") else None
@@ -134,6 +158,8 @@ class Trainer:
         self.model = GPT(self.model_cfg)
         if cfg.device != "cpu":
             self.model.to(cfg.device)
+        if self.dist is not None:  # the same seed gives the same weights; rank 0's are the rule
+            self.dist.broadcast_arrays(p.data for p in self.model.parameters())
         self.model.train()
         from nn.amp import configure
 
@@ -142,12 +168,14 @@ class Trainer:
         self.optimizer = AdamW(self.amp.master_groups(groups) if self.amp else groups, lr=cfg.lr,
                                betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
         T, B = cfg.block_size, cfg.batch_size
-        self.loader = BatchLoader(self.train_tokens, B, T, seed=cfg.seed, device=cfg.device, name="train")
+        shard = (self.dist.rank, self.world_size) if self.dist is not None else (0, 1)
+        self.loader = BatchLoader(self.train_tokens, B, T, seed=cfg.seed, device=cfg.device, name="train",
+                                  shard=shard)
         self.eval_sets = {
             "train": fixed_batches(self.train_tokens, cfg.eval_batches, B, T, seed=cfg.seed + 1,
-                                   device=cfg.device, name="train"),
+                                   device=cfg.device, name="train", shard=shard),
             "val": fixed_batches(self.val_tokens, cfg.eval_batches, B, T, seed=cfg.seed + 2,
-                                 device=cfg.device, name="val"),
+                                 device=cfg.device, name="val", shard=shard),
         }
         self.step = 0
         self.best_val = math.inf
@@ -155,6 +183,14 @@ class Trainer:
         if self.resume_ckpt is not None:
             self._restore(self.resume_ckpt)
         self.flops_per_step = flops_per_token(self.model_cfg, T) * T * B * cfg.grad_accum
+
+    def _new_run_folder(self) -> Path:
+        run_dir = Path(self.cfg.out) if self.cfg.out else _new_run_dir(self.runs_root)
+        if (run_dir / "latest.safetensors").exists():
+            raise FileExistsError(
+                f"run folder {str(run_dir)!r} already holds a checkpoint: continue it with "
+                f"--resume {run_dir}, or choose another --out")
+        return run_dir
 
     def _merge_resumed_settings(self) -> None:
         """The resumed run's settings, overridden by what was given now (except those that
@@ -219,6 +255,7 @@ class Trainer:
             "loader": loader_state, "rng": rng_state, "data_dir": str(Path(self.data_dir).resolve()),
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
+            "world_size": self.world_size,
         }
 
     def save(self, name: str = "latest.safetensors", loader_state=None, rng_state=None) -> Path:
@@ -244,7 +281,13 @@ class Trainer:
 
     # -- hooks for data-parallel training (no-ops on one process) ------------------------------
     def reduce_gradients(self) -> None:
-        """Average gradients across ranks (MPI plugs in here); one process: nothing to do."""
+        """Average gradients across ranks (gpt.dist); one process: nothing to do."""
+        if self.dist is not None:
+            self.allreduce_s += self.dist.allreduce_gradients(list(self.model.parameters()))
+
+    def _agree(self, *flags: bool) -> list[bool]:
+        """Each flag set on any rank (Ctrl-C, time budget), so that all ranks stop at one step."""
+        return self.dist.any(flags) if self.dist is not None else list(flags)
 
     # -- the loop ------------------------------------------------------------------------------
     def _train_step(self, lr: float) -> tuple[float, float]:
@@ -259,7 +302,7 @@ class Trainer:
             x, y = self.loader.next_batch()
             _, loss = self.model(x, y)
             value = loss_value(loss)
-            if not math.isfinite(value):
+            if not math.isfinite(value) and self.dist is None:  # ranks decide together, below
                 raise TrainingDiverged(f"loss is {value} at step {self.step} (micro-batch {micro})")
             if cfg.grad_accum > 1:
                 loss = loss * (1.0 / cfg.grad_accum)
@@ -269,6 +312,10 @@ class Trainer:
                 loss.backward()
             total += value
         self.reduce_gradients()
+        if self.dist is not None:  # the loss of the global batch; NaN on one rank stops all
+            total = self.dist.allreduce_mean_scalar(total)
+            if not math.isfinite(total):
+                raise TrainingDiverged(f"loss is {total} at step {self.step} (mean over ranks)")
         if self.amp is not None:  # unscale into the masters; an overflow skips the step (norm inf)
             self._in_update = True
             _, norm = self.amp.step(self.optimizer, cfg.grad_clip)
@@ -291,6 +338,8 @@ class Trainer:
     def _evaluate(self, metrics: MetricsLog | None) -> dict:
         t0 = time.perf_counter()
         res = {split: evaluate(self.model, batches) for split, batches in self.eval_sets.items()}
+        if self.dist is not None:  # each rank evaluated its slice of the same global batches
+            res = {split: self.dist.allreduce_mean_scalar(v) for split, v in res.items()}
         improved = res["val"] < self.best_val
         if improved:
             self.best_val = res["val"]
@@ -312,17 +361,18 @@ class Trainer:
         self.say(f"model: {n_params:,} parameters ({self.model_cfg.n_layer} layers x {self.model_cfg.n_head} "
                  f"heads, d={self.model_cfg.n_embd}, T={cfg.block_size}, vocab {self.model_cfg.vocab_size}); "
                  f"data: {len(self.train_tokens):,} train + {len(self.val_tokens):,} val tokens")
-        self.say(f"training: {cfg.max_steps} steps of {cfg.batch_size * cfg.grad_accum * cfg.block_size:,} "
-                 f"tokens on {cfg.device}; peak {peak / 1e9:.0f} GFLOP/s "
+        tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * self.world_size  # all ranks
+        self.say(f"training: {cfg.max_steps} steps of {tokens_per_step:,} tokens on {cfg.device}"
+                 + (f" x {self.world_size} MPI ranks (batch {cfg.batch_size} each)" if self.dist else "")
+                 + f"; peak {peak / 1e9:.0f} GFLOP/s "
                  f"({'given' if cfg.peak_flops else 'the best float32 matmul rate seen here'}) for MFU"
                  + (f"; resuming at step {self.step}" if self.resume_ckpt else ""))
         metrics = MetricsLog(self.run_dir / "metrics.jsonl",
                              resume_step=self.step if self.resume_ckpt else None) if self.is_main else None
         ckpt_every = cfg.checkpoint_interval or cfg.eval_interval
-        tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum
         stop_reason, last_eval, loss = "max_steps", None, None
-        t_start = time.perf_counter()
-        t_log, steps_since_log = time.perf_counter(), 0
+        t_start, first_step = time.perf_counter(), self.step
+        t_log, steps_since_log, ar_log = time.perf_counter(), 0, self.allreduce_s
         self._in_update = False
         evaluated_at = None
         final_state = (None, None)   # None: the loader's and generator's current state
@@ -335,34 +385,40 @@ class Trainer:
                             # On a busy machine the start-up matmul may have run slowly: the
                             # peak is the best rate seen, re-measured (0.1 s) at each evaluation.
                             peak = max(peak, measure_peak_flops(cfg.device, repeats=3))
-                    if stop.requested:
+                    interrupted, out_of_time = self._agree(
+                        stop.requested,
+                        cfg.time_budget is not None and time.perf_counter() - t_start >= cfg.time_budget)
+                    if interrupted:
                         stop_reason = "interrupted"
                         break
-                    if cfg.time_budget is not None and time.perf_counter() - t_start >= cfg.time_budget:
+                    if out_of_time:
                         stop_reason = "time_budget"
                         break
                     # The state at the step boundary: what a checkpoint taken mid-step saves.
                     self._boundary = (self.loader.state_dict(), get_rng_state(cfg.device))
                     lr = lr_at(self.step, cfg)
-                    t0 = time.perf_counter()
+                    t0, ar0 = time.perf_counter(), self.allreduce_s
                     loss, norm = self._train_step(lr)
                     self.step += 1
                     dt = time.perf_counter() - t0
                     steps_since_log += 1
-                    mfu = self.flops_per_step / dt / peak
+                    mfu = self.flops_per_step / dt / peak  # per rank: its own share of the work
                     if self.out.tty or self.step % cfg.log_interval == 0:
                         self.out.update(
                             f"step {self.step:>6}/{cfg.max_steps}  loss {loss:.4f}  lr {lr:.2e}  "
                             f"{format_count(tokens_per_step / dt)} tok/s  {dt * 1e3:.0f} ms/step  "
-                            f"MFU {mfu:.1%}")
+                            f"MFU {mfu:.1%}"
+                            + (f"  all-reduce {(self.allreduce_s - ar0) * 1e3:.1f} ms" if self.dist else ""))
                     if metrics and (self.step % cfg.log_interval == 0 or self.step == cfg.max_steps):
                         now = time.perf_counter()
                         avg = (now - t_log) / steps_since_log
                         metrics.write({"kind": "train", "step": self.step, "loss": loss, "lr": lr,
                                        "grad_norm": norm, "ms_per_step": avg * 1e3,
                                        "tokens_per_s": tokens_per_step / avg,
-                                       "mfu": self.flops_per_step / avg / peak, "time": time.time()})
-                        t_log, steps_since_log = now, 0
+                                       "mfu": self.flops_per_step / avg / peak, "time": time.time(),
+                                       **({"allreduce_ms": (self.allreduce_s - ar_log) * 1e3 / steps_since_log}
+                                          if self.dist is not None else {})})
+                        t_log, steps_since_log, ar_log = now, 0, self.allreduce_s
                     if self.step % ckpt_every == 0:
                         self.save()
         except TrainingDiverged as exc:
@@ -372,13 +428,15 @@ class Trainer:
                     else "no checkpoint was written yet")
             if metrics:
                 metrics.close()
-            raise TrainingDiverged(f"{exc}: training stopped; {kept}. Try a lower --lr, a longer "
-                                   "--warmup-steps or --grad-clip, then --resume.") from None
+            stopped = TrainingDiverged(f"{exc}: training stopped; {kept}. Try a lower --lr, a longer "
+                                       "--warmup-steps or --grad-clip, then --resume.")
+            stopped.every_rank = self.dist is not None  # ranks judge the same global loss and norm
+            raise stopped from None
         except KeyboardInterrupt:
             self.out.close()
-            if self._in_update:
-                self.say(f"interrupted inside an optimizer update: not saving; the last checkpoint "
-                         f"(step {self.last_good_step}) is kept")
+            if self._in_update or self.dist is not None:  # ranks may be mid-collective: abort them all
+                self.say(f"interrupted {'inside an optimizer update' if self._in_update else 'twice'}: "
+                         f"not saving; the last checkpoint (step {self.last_good_step}) is kept")
                 if metrics:
                     metrics.close()
                 raise
@@ -391,9 +449,10 @@ class Trainer:
         if evaluated_at != self.step and stop_reason != "interrupted":
             last_eval, evaluated_at = self._evaluate(metrics), self.step
         path = self.save(loader_state=final_state[0], rng_state=final_state[1])
+        launch = f"mpiexec -n {self.world_size} gpt train" if self.dist is not None else "gpt train"
         if stop_reason == "interrupted":
             self.say(f"interrupted: saved {path} at step {self.step}; "
-                     f"continue with: gpt train --resume {self.run_dir}")
+                     f"continue with: {launch} --resume {self.run_dir}")
         elapsed = time.perf_counter() - t_start
         samples = self._samples() if stop_reason != "interrupted" else []
         summary = {
@@ -403,6 +462,9 @@ class Trainer:
             "val_loss": last_eval["val"] if last_eval else None,
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "seconds": elapsed, "parameters": n_params, "checkpoint": str(path),
+            "world_size": self.world_size,
+            "allreduce_ms_per_step": (self.allreduce_s * 1e3 / max(self.step - first_step, 1)
+                                      if self.dist is not None else None),
         }
         if self.is_main:
             atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
@@ -411,13 +473,16 @@ class Trainer:
         def fmt(x):
             return "-" if x is None else f"{x:.4f}"
 
+        if self.dist is not None:
+            self.say(f"all-reduce of the gradients: {summary['allreduce_ms_per_step']:.1f} ms per step "
+                     f"on average over {self.world_size} ranks")
         self.say(f"done: {self.step} steps in {elapsed:.0f} s ({stop_reason}); at step {evaluated_at}: "
                  f"train loss {fmt(summary['train_loss'])}, val loss {fmt(summary['val_loss'])}, "
                  f"best val {fmt(summary['best_val_loss'])}; checkpoints in {self.run_dir}")
         if stop_reason != "interrupted":
             hint = " --prompt 'def '" if not (cfg.data or cfg.input) else ""  # the default corpus is Python
             self.say(f"sample more: gpt sample --run {self.run_dir}{hint}; "
-                     f"train on: gpt train --resume {self.run_dir} --max-steps {2 * max(self.step, 1)}")
+                     f"train on: {launch} --resume {self.run_dir} --max-steps {2 * max(self.step, 1)}")
         return RunResult(self.run_dir, self.step, stop_reason, summary["train_loss"], summary["val_loss"],
                          summary["best_val_loss"], samples, self.model, self.optimizer)
 
@@ -446,6 +511,7 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, explicit: set | None = None, out: ProgressLine | None = None,
-          runs_root: str = RUNS_ROOT) -> RunResult:
-    """Run training as `cfg` says; returns the run's result (the model is in .model)."""
-    return Trainer(cfg, explicit, out, runs_root).run()
+          runs_root: str = RUNS_ROOT, dist=None) -> RunResult:
+    """Run training as `cfg` says; returns the run's result (the model is in .model).
+    dist: a gpt.dist.Distributed to train data-parallel over MPI ranks (None: one process)."""
+    return Trainer(cfg, explicit, out, runs_root, dist).run()

@@ -21,10 +21,57 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpt.dist import Distributed
     from gpt.train import train
     from gpt.train_config import resolve
 
     ns = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
-    cfg, explicit = resolve(ns)
-    train(cfg, explicit)
-    return 0
+    dist = Distributed.from_environment()  # None unless started by mpiexec with more than one rank
+    if dist is None:
+        cfg, explicit = resolve(ns)
+        train(cfg, explicit)
+        return 0
+    return _run_rank(dist, ns)
+
+
+def _run_rank(dist, ns: dict) -> int:
+    """One rank of `mpiexec -n N gpt train`. An error met by every rank alike is reported once by
+    rank 0; one met by a single rank (or a second Ctrl-C) ends the whole job with MPI_Abort, so
+    that no rank waits forever for it in a collective."""
+    from gpt.train import train
+    from gpt.train_config import resolve
+
+    try:
+        cfg, explicit = resolve(ns)
+        if cfg.device == "cuda":  # one GPU per rank; cuda:N given explicitly is kept
+            cfg.device = dist.cuda_device()
+            explicit.add("device")
+        train(cfg, explicit, dist=dist)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every way out of a rank must end the job cleanly
+        if getattr(exc, "every_rank", False):
+            if dist.is_main:
+                raise
+            return _exit_code(exc)
+        code = _exit_code(exc)
+        if code == 1 and not isinstance(exc, SystemExit):  # not a user error: show where it came from
+            import traceback
+
+            traceback.print_exc()
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {exc}"
+        dist.abort(f"gpt train (rank {dist.rank} of {dist.world_size}): {what}; ending all ranks", code)
+        raise
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The status gpt.cli gives the same exception (1 diverged, 2 user error, 130 Ctrl-C)."""
+    from gpt.checkpoint import CheckpointError
+    from gpt.train import TrainingDiverged
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, TrainingDiverged):
+        return 1
+    if isinstance(exc, (CheckpointError, FileNotFoundError, FileExistsError, ValueError)):
+        return 2
+    return 1
