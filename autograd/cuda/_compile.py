@@ -108,7 +108,7 @@ def _module(body: str, dtype: str, defines: tuple):
     from autograd.backend import cupy_module
 
     cp = cupy_module()
-    return cp.RawModule(code=full_source(body, dtype, defines), options=("--std=c++14",))
+    return cp.RawModule(code=full_source(body, dtype, defines))  # NVRTC defaults (C++17 on CUDA 12/13)
 
 
 def get_kernel(body: str, name: str, dtype: str, defines: tuple = ()):
@@ -150,7 +150,7 @@ def compile_all(arch: str = "compute_90") -> list[str]:
             src = full_source(body, dt, defines)
             prog = compiler._NVRTCProgram(src, f"{label}_{dt}.cu")
             try:
-                prog.compile((f"-arch={arch}", "--std=c++14"))
+                prog.compile((f"-arch={arch}",))
             except Exception as exc:
                 raise RuntimeError(f"kernel {label} ({dt}) does not compile:\n{exc}") from None
             done.append(f"{label}[{dt}]")
