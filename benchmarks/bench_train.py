@@ -92,13 +92,14 @@ def bench(name: str, device: str, steps: int, warmup: int, peak: float) -> dict:
     for i in range(warmup):
         step(*batches[i % 4])
     sync(device)
-    times = []
+    times, cpu = [], []
     for i in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = step(*batches[i % 4])
         float(loss.item())
         sync(device)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     mem = None
     if device == "cpu":
         tracemalloc.start()
@@ -113,7 +114,8 @@ def bench(name: str, device: str, steps: int, warmup: int, peak: float) -> dict:
     flops = flops_per_token(cfg, T) * B * T
     return {"name": name, "params": model.num_params(), "ms": dt * 1e3, "tok_s": B * T / dt,
             "gflops": flops / dt / 1e9, "mfu": flops / dt / peak, "mem_mb": mem,
-            "spread": (min(times) * 1e3, max(times) * 1e3), "steps": steps}
+            "spread": (min(times) * 1e3, max(times) * 1e3), "steps": steps,
+            "cpu_ms": statistics.median(cpu) * 1e3}
 
 
 def shakespeare(device: str, steps: int, path: Path, work: Path) -> dict:
@@ -158,14 +160,19 @@ def main(argv=None) -> int:
     peak = measure_peak_flops(args.device)
     print(f"device {args.device}; float32 matmul peak measured here: {peak / 1e9:.0f} GFLOP/s "
           "(MFU is against this)")
-    print(f"{'config':<8}{'params':>12}{'ms/step':>10}{'min..max':>16}{'tokens/s':>11}{'GFLOP/s':>9}"
+    import os
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (a busy machine slows every column; "
+          "'CPU ms' is the process's CPU time per step)")
+    print(f"{'config':<8}{'params':>12}{'ms/step':>10}{'min..max':>16}{'CPU ms':>9}{'tokens/s':>11}{'GFLOP/s':>9}"
           f"{'MFU':>7}{'peak MB':>9}{'PyTorch ms':>12}{'ratio':>7}")
     for name in args.configs:
         r = bench(name, args.device, args.steps_a if name == "a" else args.steps_b, args.warmup, peak)
         ref = PYTORCH_MS[name] if args.device == "cpu" else float("nan")
         lo, hi = r["spread"]
         spread = f"{lo:.0f}..{hi:.0f}"
-        print(f"({name}){'':<5}{r['params']:>12,}{r['ms']:>10.1f}{spread:>16}"
+        print(f"({name}){'':<5}{r['params']:>12,}{r['ms']:>10.1f}{spread:>16}{r['cpu_ms']:>9.1f}"
               f"{r['tok_s']:>11,.0f}{r['gflops']:>9.1f}{r['mfu']:>7.1%}{r['mem_mb']:>9.1f}"
               f"{ref:>12.0f}{r['ms'] / ref:>6.2f}x")
     print(f"PyTorch 2.13 CPU reference (issue): (a) {PYTORCH_MS['a']:.0f} ms/step, (b) {PYTORCH_MS['b']:.0f} "
