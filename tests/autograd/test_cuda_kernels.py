@@ -45,7 +45,7 @@ def test_attention_mode_is_checked():
     acuda.set_attention(old)
 
 
-@pytest.mark.gpu
+@pytest.mark.skipif(HAS_GPU, reason="on a GPU the tests below compile and run every kernel")
 def test_kernel_sources_compile():
     """Every kernel source, for every dtype it is built for, compiles with NVRTC (no GPU needed)."""
     pytest.importorskip("cupy", reason="needs CuPy (for its NVRTC bindings) to compile the kernels")
