@@ -193,6 +193,9 @@ def test_gpt_train_on_cuda_runs_in_every_precision(data_dir, tmp_path, precision
 
     model, _, _ = load_model(tmp_path / precision, device="cpu")     # float32 on the CPU
     assert all(p.dtype == np.float32 for p in model.parameters())
+    rc = main(["sample", "--run", str(tmp_path / precision), "--device", "cuda", "--max-new-tokens", "8",
+               "--temperature", "0", "--prompt", "the cat"])
+    assert rc == 0
 
 
 @gpu
