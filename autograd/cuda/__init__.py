@@ -8,9 +8,11 @@ turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs th
 GPU, which is what tests/autograd/test_cuda_kernels.py compares against.
 
 Modules: softmax (softmax, log_softmax, cross-entropy), norm (layer_norm, rms_norm),
-elementwise (GELU, the AdamW update), attention (a tiled FlashAttention-style forward and
-backward, and the matmul-softmax-matmul path with fused masking), precision (TF32 switch).
+elementwise (GELU, the AdamW update, loss-scale unscaling for nn.amp), attention (a tiled
+FlashAttention-style forward and backward, and the matmul-softmax-matmul path with fused
+masking), precision (TF32 switch), transfer (pinned, asynchronous host-to-GPU copies).
 Kernels compile lazily on first use, once per dtype, and are cached for the process.
+Without a GPU they are still checked: tests/autograd/test_cuda_emulated.py runs them on the CPU.
 """
 from __future__ import annotations
 
