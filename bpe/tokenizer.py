@@ -63,9 +63,22 @@ class Tokenizer:
     def _setup(self) -> None:
         self._findall = chunk_finder(self.pattern)
         self._cut = segment_cut(self.pattern)
-        self._cache: dict[str, list[int]] = {}
+        self._clear_cache()
         self._special_res: dict[frozenset, object] = {}
         self._vocab_size = max(self._decoder) + 1
+
+    def _clear_cache(self) -> None:
+        """Empty the piece cache: ``_one`` (piece -> id, for pieces of one token) and ``_multi``
+        (piece -> ids). ``_one`` starts with every token that is whole UTF-8 text, since a
+        piece equal to a token encodes to that token (as in tiktoken)."""
+        one: dict[str, int] = {}
+        for b, i in self._ranks.items():
+            try:
+                one[b.decode("utf-8")] = i
+            except UnicodeDecodeError:
+                pass
+        self._one = one
+        self._multi: dict[str, list[int]] = {}
 
     def __getstate__(self):  # pickling for worker processes: caches and compiled regexes stay behind
         return {"pattern": self.pattern, "ranks": self._ranks, "special": self._special, "merges": self._merges}
@@ -120,32 +133,44 @@ class Tokenizer:
     # ---- encoding ---------------------------------------------------------------
 
     def _encode_chunks(self, text: str) -> list[int]:
+        # Most pieces are one token: one C-level map over the pieces gives their ids, and
+        # None marks the rest (pieces of several tokens, and pieces not seen yet), which
+        # list.index finds in C; only those run Python code.
         pieces = self._findall(text)
-        cache = self._cache
-        got = list(map(cache.get, pieces))  # one C-level pass; None marks a cache miss
+        one = self._one
+        ids = list(map(one.get, pieces))
         try:
-            i = got.index(None)
+            i = ids.index(None)
         except ValueError:
-            return list(chain.from_iterable(got))
-        if len(cache) + len(pieces) > CACHE_LIMIT:
-            cache.clear()
+            return ids
+        multi = self._multi
+        if len(one) + len(multi) + len(pieces) > CACHE_LIMIT:
+            self._clear_cache()
+            one, multi = self._one, self._multi
         ranks = self._ranks
-        n = len(got)
-        while True:  # visit only the misses; list.index scans in C
+        n = len(ids)
+        out = ids[:i]
+        while True:
             piece = pieces[i]
-            ids = cache.get(piece)  # the same piece may have been missed earlier in this text
-            if ids is None:
-                ids = byte_pair_encode(ranks, utf8(piece))
-                if len(piece) <= 256:  # a rare huge piece is not worth its memory
-                    cache[piece] = ids
-            got[i] = ids
-            if i + 1 >= n:
-                break
+            v = one.get(piece)  # it may have been a miss earlier in this text
+            if v is not None:
+                out.append(v)
+            else:
+                seq = multi.get(piece)
+                if seq is None:
+                    seq = byte_pair_encode(ranks, utf8(piece))
+                    if len(seq) == 1:
+                        one[piece] = seq[0]
+                    elif len(piece) <= 256:  # a rare huge piece is not worth its memory
+                        multi[piece] = seq
+                out += seq
             try:
-                i = got.index(None, i + 1)
+                j = ids.index(None, i + 1)
             except ValueError:
-                break
-        return list(chain.from_iterable(got))
+                out += ids[i + 1 :]
+                return out
+            out += ids[i + 1 : j]
+            i = j
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Token ids of ``text``; special-token text is encoded as ordinary text."""

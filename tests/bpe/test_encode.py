@@ -120,3 +120,12 @@ def test_lone_surrogates_become_replacement_characters_like_tiktoken(tok4):
     assert tok4.encode(text) == tiktoken_of(tok4).encode(text) == tok4.encode("a\ufffdb \ufffd")
     trained = Tokenizer.train_from_iterator(["x\ud800y" * 5], vocab_size=260)
     assert trained.decode(trained.encode("x\ud800y")) == "x\ufffdy"
+
+
+def test_a_full_cache_is_cleared_without_changing_results(tok4, corpus_texts, monkeypatch):
+    import bpe.tokenizer
+
+    monkeypatch.setattr(bpe.tokenizer, "CACHE_LIMIT", 50)
+    small = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
+    text = corpus_texts[1] + PROSE
+    assert small.encode(text) == tiktoken_of(tok4).encode(text)
