@@ -79,6 +79,9 @@ def load_json(cls, path: str | os.PathLike):
                          " - is the file truncated?") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path}: expected a JSON object at the top level")
+    if "model" in d and "format" not in d:
+        raise ValueError(f"{path}: this is a Hugging Face tokenizer.json, not our format; "
+                         "bpe writes that format (save_huggingface) but does not read it")
     if d.get("format", FORMAT) != FORMAT:
         raise ValueError(f"{path}: field 'format' is {d.get('format')!r}, expected {FORMAT!r}"
                          " (for Hugging Face or tiktoken files use the matching importer)")

@@ -163,3 +163,10 @@ def test_writes_are_atomic(tok4, tmp_path, monkeypatch):
     assert sorted(f.name for f in tmp_path.iterdir()) == ["tok.json"]  # no temp file left behind
     with pytest.raises(FileNotFoundError, match="does not exist"):
         tok4.save(tmp_path / "no" / "such" / "dir.json")
+
+
+def test_loading_a_huggingface_file_says_what_it_is(tok2, tmp_path):
+    p = tmp_path / "tokenizer.json"
+    tok2.save_huggingface(p)
+    with pytest.raises(ValueError, match="Hugging Face tokenizer.json"):
+        Tokenizer.load(p)
