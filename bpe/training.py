@@ -35,6 +35,25 @@ def _special_ids(special_tokens, vocab_size: int) -> tuple[list[str], dict[str, 
     return names, explicit
 
 
+def _summarize_warnings(caught, quiet_unicode: bool, log) -> None:
+    """Re-raise warnings from counting; those about non-UTF-8 files become one warning."""
+    bad = [w for w in caught if issubclass(w.category, UnicodeWarning)]
+    for w in caught:
+        if not issubclass(w.category, UnicodeWarning):
+            warnings.warn(w.message, w.category, stacklevel=4)
+    if not bad:
+        return
+    if len(bad) == 1:
+        msg = str(bad[0].message)
+    else:
+        msg = (f"{len(bad)} corpus files hold bytes that are not UTF-8 (decoded with replacement "
+               f"characters, U+FFFD); the first: {bad[0].message}")
+    if quiet_unicode:  # a few test files of the standard library are not UTF-8 on purpose
+        log(msg)
+    else:
+        warnings.warn(msg, UnicodeWarning, stacklevel=4)
+
+
 def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
                     workers, verbose, progress):
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
@@ -60,10 +79,10 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
         if not files:
             raise ValueError("no input files to train on")
         log(f"counting chunks in {len(files)} file(s)")
-        with warnings.catch_warnings():
-            if inputs is None:  # a few test files of the standard library are not UTF-8 on purpose
-                warnings.simplefilter("ignore", UnicodeWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             counts = count_files(files, pattern, workers, special_tokens=names)
+        _summarize_warnings(caught, quiet_unicode=inputs is None, log=log)
         source = f"{len(files)} file(s)"
     else:
         counts = count_texts(texts, pattern, workers, special_tokens=names)

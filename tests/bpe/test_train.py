@@ -188,3 +188,12 @@ def test_special_token_text_in_the_corpus_is_not_learned_from():
     assert not any(b"<" in t or b"|" in t for t in learned)
     want = Tokenizer.train_from_iterator(["hello world"] * 50, vocab_size=300, special_tokens=["<|endoftext|>"])
     assert tok.merges == want.merges
+
+
+def test_many_non_utf8_files_give_one_warning(tmp_path):
+    for k in range(3):
+        (tmp_path / f"f{k}.txt").write_bytes(b"ok \xff\xfe text\n")
+    with pytest.warns(UnicodeWarning) as record:
+        Tokenizer.train(tmp_path, vocab_size=260)
+    msgs = [str(w.message) for w in record if issubclass(w.category, UnicodeWarning)]
+    assert len(msgs) == 1 and msgs[0].startswith("3 corpus files") and "f0.txt" in msgs[0]
