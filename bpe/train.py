@@ -2,18 +2,20 @@
 
 Data structures (a corpus of C distinct chunks):
 
-- ``words[w]``: chunk ``w`` as a list of token ids (bytes at first); ``counts[w]`` how
-  often the chunk occurs in the corpus. Chunks of one byte hold no pair and are dropped.
-- ``pairs[key]``: the number of times the pair occurs, weighted by chunk counts, with
-  ``key = left * V + right`` (V bounds every id), so a pair is one small int and keys sort
-  like the tuples ``(left, right)``.
-- ``where[key]``: the chunks that held the pair when it was last added (a superset:
-  chunks that lost it are skipped when scanned).
-- a heap of ``-count * V*V + key`` ints: the top is the pair with the highest count,
-  and among equal counts the smallest ``(left, right)``. Entries are not updated when a
-  count drops; a popped entry whose count is stale is pushed back with its current
-  count (lazy invalidation). This is exact because a pair's count only grows in the
-  merge that creates one of its two tokens, and those pairs are pushed after that merge.
+- ``words[w]``: chunk ``w`` as a ``str`` holding one character per token, ``chr(id)``
+  (bytes at first), so ``str.find`` and ``str.replace`` scan and merge in C;
+  ``counts[w]`` is how often the chunk occurs. Chunks of one byte hold no pair and
+  are dropped.
+- ``pairs[p]``: how often pair ``p`` occurs, weighted by chunk counts. A pair is the
+  2-character string of its tokens, which orders like the tuple ``(left, right)``.
+- ``where[p]``: the chunks that held the pair when it was added (a superset: chunks
+  that lost it since are skipped by a ``str.find`` when scanned).
+- a heap of ints ``-count * 2**42 + left * 2**21 + right``: the smallest entry is the
+  pair with the highest count, and among equal counts the smallest ``(left, right)``.
+  Entries are not updated when a count drops; a popped entry whose count is stale is
+  pushed back with its current count (lazy invalidation). This is exact because a
+  pair's count only grows in the merge that creates one of its two tokens, and those
+  pairs are pushed after that merge.
 
 Tie rule (documented, machine independent): the next merge is the pair with the highest
 count; among equal counts, the pair whose ``(left_id, right_id)`` is lexicographically
@@ -27,13 +29,13 @@ each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` 
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
-from operator import add
-
-from .bytepair import utf8
 import sys
 import time
+from collections import Counter, defaultdict
+from operator import add
 from typing import Callable, Mapping
+
+from .bytepair import utf8
 
 
 class Progress:
