@@ -314,16 +314,16 @@ class GradientBuckets:
     def pack(self) -> None:
         """Copy every .grad into its bucket (zeros and has_grad 0 where .grad is None)."""
         for group, flat in zip(self.groups, self.flats):
-            offset, flags = 0, flat[flat.size - len(group):]
-            for i, p in enumerate(group):
+            offset = 0
+            for p in group:
                 n = p.data.size
                 if p.grad is None:
                     flat[offset:offset + n] = 0
-                    flags[i] = 0
                 else:
                     flat[offset:offset + n] = p.grad.reshape(-1)
-                    flags[i] = 1
                 offset += n
+            has = np.array([p.grad is not None for p in group], dtype=flat.dtype)
+            flat[offset:] = has if not self.on_gpu else self.xp.asarray(has)  # one copy, not one per flag
 
     def unpack(self, scale: float) -> None:
         """Set every .grad to `scale` times its bucket slice (None where no rank had one)."""

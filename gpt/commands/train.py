@@ -13,7 +13,9 @@ def register(subparsers) -> None:
                     "on the Python standard library's own sources. Every setting is a flag and may also "
                     "sit in a --config file (TOML or JSON, same names); flags win over the file, and "
                     "the file over a resumed run's settings. Ctrl-C stops after the current step and "
-                    "saves; --resume RUN continues exactly.")
+                    "saves; --resume RUN continues exactly. Started as `mpiexec -n N gpt train ...` (the "
+                    "`dist` extra: mpi4py and mpich) it trains data-parallel on N ranks: --batch-size is "
+                    "per rank, only rank 0 writes, and --device cuda gives each rank its own GPU.")
     from gpt.train_config import add_arguments
 
     add_arguments(p)

@@ -262,3 +262,23 @@ def test_a_rank_that_never_joins_a_collective_ends_the_job_instead_of_hanging():
     rc, stdout, stderr = _launch([(2, ["-c", script])], timeout=40)
     assert rc != 0
     assert "rank 0: the loss all-reduce did not complete within 2 s" in stderr
+
+
+@needs_mpi
+def test_an_error_on_one_rank_ends_every_rank_at_once_with_its_message(data_dir, tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from mpi4py import MPI
+        import gpt.train
+        if MPI.COMM_WORLD.Get_rank() == 1:
+            def broken(self, metrics):
+                raise OSError("disk on fire")
+            gpt.train.Trainer._evaluate = broken
+        from gpt.cli import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    argv = _train_argv(data_dir, tmp_path / "run")[3:]   # the flags after "-m gpt.cli train"
+    rc, stdout, stderr = _launch([(2, ["-c", script, "train", *argv])], timeout=60)
+    assert rc != 0
+    assert "gpt train (rank 1 of 2): error: disk on fire; ending all ranks" in stderr
+    assert "OSError" in stderr   # not a user error: the traceback is shown
