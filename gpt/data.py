@@ -255,6 +255,8 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     files = expand_inputs(inputs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if (out / META_FILE).exists():  # an interrupted rewrite must not look complete
+        (out / META_FILE).unlink()
     if tokenizer is None:
         tok = train_tokenizer(files, vocab_size, char=char, pattern=pattern, workers=workers,
                               max_chars=tokenizer_max_chars or max_chars, verbose=verbose)
