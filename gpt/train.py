@@ -260,6 +260,8 @@ class Trainer:
 
     def save(self, name: str = "latest.safetensors", loader_state=None, rng_state=None) -> Path:
         path = self.run_dir / name
+        if self.dist is not None:  # rank 0 saves for all: make sure all hold the same weights
+            self.dist.check_same(f"weights at step {self.step} (a checksum)", self._weights_checksum())
         if self.is_main:
             meta = self._ckpt_meta(loader_state or self.loader.state_dict(),
                                    rng_state if rng_state is not None else get_rng_state(self.cfg.device))
@@ -268,6 +270,18 @@ class Trainer:
         if name == "latest.safetensors":
             self.last_good_step = self.step
         return path
+
+    def _weights_checksum(self) -> str:
+        """A digest of every parameter's float64 sum (computed on its device, one transfer)."""
+        import hashlib
+
+        from autograd.backend import xp_of
+
+        params = list(self.model.parameters())
+        xp = xp_of(params[0].data)
+        sums = xp.stack([xp.sum(p.data, dtype=np.float64) for p in params])
+        host = sums if xp is np else sums.get()
+        return hashlib.sha1(np.ascontiguousarray(host).tobytes()).hexdigest()[:16]
 
     def _write_run_files(self) -> None:
         if not self.is_main:

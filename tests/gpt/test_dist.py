@@ -282,3 +282,26 @@ def test_an_error_on_one_rank_ends_every_rank_at_once_with_its_message(data_dir,
     assert rc != 0
     assert "gpt train (rank 1 of 2): error: disk on fire; ending all ranks" in stderr
     assert "OSError" in stderr   # not a user error: the traceback is shown
+
+
+@needs_mpi
+def test_ranks_whose_weights_drift_apart_are_stopped_at_the_next_checkpoint(data_dir, tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from mpi4py import MPI
+        import gpt.train
+        if MPI.COMM_WORLD.Get_rank() == 1:
+            step = gpt.train.Trainer._train_step
+            def drifting(self, lr):
+                out = step(self, lr)
+                next(iter(self.model.parameters())).data[0] += 1e-3   # a bug on rank 1 only
+                return out
+            gpt.train.Trainer._train_step = drifting
+        from gpt.cli import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    argv = _train_argv(data_dir, tmp_path / "run")[3:]
+    rc, stdout, stderr = _launch([(2, ["-c", script, "train", *argv])], timeout=60)
+    assert rc == 2
+    assert "ranks disagree about the weights at step 3 (a checksum)" in stderr
+    assert not (tmp_path / "run" / "latest.safetensors").exists()
