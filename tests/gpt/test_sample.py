@@ -275,3 +275,10 @@ def test_beam_search_passes_parents_so_state_can_follow_beams():
     S.beam_search(fn, 3, 3)
     for (prev, _), (seqs, parents) in zip(calls, calls[1:]):
         np.testing.assert_array_equal(seqs[:, :-1], prev[parents])
+
+
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=40), st.integers(1, 45))
+def test_top_candidates_equal_a_full_stable_sort(raw, n):
+    scores = np.asarray(raw, dtype=np.float64)  # small ints: many ties
+    want = np.argsort(-scores, kind="stable")[:n]
+    np.testing.assert_array_equal(S._top_candidates(scores, min(n, scores.size)), want)
