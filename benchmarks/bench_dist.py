@@ -8,8 +8,9 @@ Each row is the real command, `gpt train` (one process) or `mpiexec -n N gpt tra
 a synthetic token folder, with B sequences per rank (so N ranks train on N x B per step: weak
 scaling, as with DDP). tokens/s counts the tokens of all ranks; it is the median over the logged
 steps after warm-up, then the median over --repeats runs. Every process gets --threads BLAS
-threads (default 1, so that N ranks on N cores use what one process with N threads would; the
-"1 x N threads" row is that alternative use of the same cores).
+threads (default 1, so that N ranks on N cores use what one process with N threads would;
+--threads-row adds that alternative use of the same cores, "1 x N threads"). Rows take turns
+within each repeat, so that load from elsewhere on a shared machine falls on all of them.
 
 "all-reduce in step" is what `gpt train` reports: the time from the start of the gradient
 all-reduce to its end, which includes waiting for the slowest rank to finish its backward.
@@ -127,6 +128,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads per process")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads-row", action="store_true",
+                    help="also time 1 process with as many BLAS threads as the ranks have in all")
     ap.add_argument("--allreduce-worker", metavar="CONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.allreduce_worker:
@@ -152,18 +155,18 @@ def main() -> None:
 
             n_params = GPTConfig(vocab_size=cfg["vocab"], block_size=cfg["block_size"], n_layer=cfg["n_layer"],
                                  n_head=cfg["n_head"], n_embd=cfg["n_embd"]).count_params()
-            rows = [(r, args.threads) for r in args.ranks]
-            if 1 in args.ranks and max(args.ranks) > 1:
+            rows = [(r, args.threads) for r in args.ranks if r == 1 or mpi is not None]
+            if args.threads_row and 1 in args.ranks and max(args.ranks) > 1:
                 rows.insert(1, (1, max(args.ranks) * args.threads))  # the same cores as threads instead
+            results: dict = {row: [] for row in rows}
+            for i in range(args.repeats):  # rows take turns, so a burst of load elsewhere hits all
+                for ranks, threads in rows:
+                    out = tmp / f"{name}-{ranks}-{threads}-{i}"
+                    results[(ranks, threads)].append(train_once(cfg, data, out, ranks, threads, args.steps, mpi))
+                    shutil.rmtree(out)
             base = None
             for ranks, threads in rows:
-                if ranks > 1 and mpi is None:
-                    continue
-                runs = []
-                for i in range(args.repeats):
-                    out = tmp / f"{name}-{ranks}-{threads}-{i}"
-                    runs.append(train_once(cfg, data, out, ranks, threads, args.steps, mpi))
-                    shutil.rmtree(out)
+                runs = results[(ranks, threads)]
                 tps = statistics.median(r["tokens_per_s"] for r in runs)
                 ms = statistics.median(r["ms_per_step"] for r in runs)
                 ar = statistics.median(r["allreduce_ms"] for r in runs) if ranks > 1 else None
