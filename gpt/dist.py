@@ -21,6 +21,7 @@ import pickle
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -265,6 +266,34 @@ class Distributed:
             else:
                 pause = min(max(pause * 2, 1e-5), 1e-3)
                 time.sleep(pause)
+
+
+def check_resume_world_size(meta: dict, world_size: int, path) -> None:
+    """Raise (on every rank alike) when a checkpoint was written by another number of ranks: its
+    step meant a global batch of that many x --batch-size, and its data position with it."""
+    from gpt.checkpoint import CheckpointError
+
+    saved = int(meta.get("world_size", 1))  # checkpoints from before data-parallel runs: one process
+    if saved != world_size:
+        how = f"mpiexec -n {saved} gpt train" if saved > 1 else "gpt train (one process)"
+        raise mark_every_rank(CheckpointError(
+            f"checkpoint {str(path)!r} was written by a run of {saved} rank(s) (a global batch of "
+            f"{saved} x --batch-size) and this run has {world_size}: resume it with "
+            f"`{how} --resume {Path(path).parent}`"))
+
+
+def weights_checksum(params: Iterable[Any]) -> str:
+    """A digest of every parameter's float64 sum (summed on its device, one transfer): equal on
+    ranks whose weights are equal, and almost surely not otherwise."""
+    import hashlib
+
+    from autograd.backend import xp_of
+
+    params = list(params)
+    xp = xp_of(params[0].data)
+    sums = xp.stack([xp.sum(p.data, dtype=np.float64) for p in params])
+    host = sums if xp is np else sums.get()
+    return hashlib.sha1(np.ascontiguousarray(host).tobytes()).hexdigest()[:16]
 
 
 def _to_like(host: np.ndarray, like: Any) -> Any:

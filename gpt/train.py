@@ -34,6 +34,7 @@ import numpy as np
 
 from gpt.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 from gpt.data import atomic_write_text, load_tokenizer, open_tokens, read_meta, eot_id
+from gpt.dist import check_resume_world_size, weights_checksum
 from gpt.evaluate import evaluate, loss_value, sample_ids
 from gpt.flops import flops_per_token, measure_peak_flops
 from gpt.loader import BatchLoader, fixed_batches
@@ -119,15 +120,7 @@ class Trainer:
         if cfg.resume:
             path = find_checkpoint(cfg.resume, prefer=("latest.safetensors", "best.safetensors"))
             self.resume_ckpt = load_checkpoint(path, device="cpu")
-            saved_world = int(self.resume_ckpt.meta.get("world_size", 1))
-            if saved_world != self.world_size:
-                from gpt.dist import mark_every_rank
-
-                how = f"mpiexec -n {saved_world} gpt train" if saved_world > 1 else "gpt train (one process)"
-                raise mark_every_rank(CheckpointError(
-                    f"checkpoint {str(path)!r} was written by a run of {saved_world} rank(s) (a global batch of "
-                    f"{saved_world} x --batch-size) and this run has {self.world_size}: resume it with "
-                    f"`{how} --resume {path.parent}`"))
+            check_resume_world_size(self.resume_ckpt.meta, self.world_size, path)
             self._merge_resumed_settings()
             cfg = self.cfg
             self.run_dir = path.parent
@@ -261,7 +254,8 @@ class Trainer:
     def save(self, name: str = "latest.safetensors", loader_state=None, rng_state=None) -> Path:
         path = self.run_dir / name
         if self.dist is not None:  # rank 0 saves for all: make sure all hold the same weights
-            self.dist.check_same(f"weights at step {self.step} (a checksum)", self._weights_checksum())
+            self.dist.check_same(f"weights at step {self.step} (a checksum)",
+                                 weights_checksum(self.model.parameters()))
         if self.is_main:
             meta = self._ckpt_meta(loader_state or self.loader.state_dict(),
                                    rng_state if rng_state is not None else get_rng_state(self.cfg.device))
@@ -270,18 +264,6 @@ class Trainer:
         if name == "latest.safetensors":
             self.last_good_step = self.step
         return path
-
-    def _weights_checksum(self) -> str:
-        """A digest of every parameter's float64 sum (computed on its device, one transfer)."""
-        import hashlib
-
-        from autograd.backend import xp_of
-
-        params = list(self.model.parameters())
-        xp = xp_of(params[0].data)
-        sums = xp.stack([xp.sum(p.data, dtype=np.float64) for p in params])
-        host = sums if xp is np else sums.get()
-        return hashlib.sha1(np.ascontiguousarray(host).tobytes()).hexdigest()[:16]
 
     def _write_run_files(self) -> None:
         if not self.is_main:
