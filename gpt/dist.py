@@ -205,6 +205,9 @@ class Distributed:
         sys.stdout.flush()
         sys.stderr.write(message.rstrip("\n") + "\n")
         sys.stderr.flush()
+        # mpiexec forwards the ranks' output through pipes and tears them down on an abort:
+        # without a moment to forward it, the message was lost in 3 of 10 runs here.
+        time.sleep(0.5)
         self.comm.Abort(code)
 
     # ---- gradients -----------------------------------------------------------------------
