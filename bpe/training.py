@@ -46,8 +46,7 @@ def _summarize_warnings(caught, quiet_unicode: bool, log) -> None:
     if len(bad) == 1:
         msg = str(bad[0].message)
     else:
-        msg = (f"{len(bad)} corpus files hold bytes that are not UTF-8 (decoded with replacement "
-               f"characters, U+FFFD); the first: {bad[0].message}")
+        msg = f"{len(bad)} corpus files hold bytes that are not UTF-8; the first: {bad[0].message}"
     if quiet_unicode:  # a few test files of the standard library are not UTF-8 on purpose
         log(msg)
     else:
