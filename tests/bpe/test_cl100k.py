@@ -75,3 +75,13 @@ def test_arbitrary_text_like_tiktoken(pair, text):
     ours, theirs = pair
     assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
     assert ours.decode(ours.encode_ordinary(text)) == text
+
+
+def test_huggingface_export_of_cl100k_encodes_like_tiktoken(pair, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    ours, theirs = pair
+    p = tmp_path / "cl100k.json"
+    ours.save_huggingface(p)
+    hf = tokenizers.Tokenizer.from_file(str(p))
+    for text in [PROSE, CODE * 3, "1234567 0x0010  \n\n  y\r\n", "a" * 2000]:
+        assert hf.encode(text).ids == theirs.encode_ordinary(text)
