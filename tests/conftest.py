@@ -12,4 +12,6 @@ settings.register_profile(
 settings.register_profile(
     "thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+# CI (which sets CI=true) gets the bounded profile; HYPOTHESIS_PROFILE overrides either way.
+_default = "ci" if os.environ.get("CI") else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
