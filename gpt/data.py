@@ -271,6 +271,7 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     dtype = token_dtype(V)
     workers = max(1, min(os.cpu_count() or 1, 8)) if workers is None else max(1, int(workers))
 
+    tty = sys.stderr.isatty()  # a live count on a terminal; one closing line in a log
     tmp = {s: out / f".{s}.bin.tmp" for s in SPLITS}
     counts = {s: 0 for s in SPLITS}
     n_docs, n_chars, t0 = 0, 0, time.perf_counter()
@@ -294,7 +295,7 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
                 handles[split].write(ids.astype(dtype).tobytes())
                 counts[split] += ids.size
                 n_docs = max(n_docs, doc + 1)
-                if verbose and last and doc % 200 == 0:
+                if verbose and tty and last and doc % 200 == 0:
                     dt = time.perf_counter() - t0
                     print(f"\rprepare: {doc + 1} documents, {n_chars / 1e6:.1f} M chars, "
                           f"{sum(counts.values()) / max(dt, 1e-9) / 1e3:.0f} k tokens/s",
@@ -311,7 +312,7 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
             if p.exists():
                 p.unlink()
     if verbose:
-        print(f"\rprepare: {n_docs} documents, {n_chars / 1e6:.2f} M chars -> "
+        print(f"{chr(13) if tty else ''}prepare: {n_docs} documents, {n_chars / 1e6:.2f} M chars -> "
               f"{counts['train']:,} train + {counts['val']:,} val tokens in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     meta = {
