@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,13 @@ class Trainer:
         self.say = self.out.print
         self.runs_root = runs_root
         self.allreduce_s = 0.0       # seconds spent in gradient all-reduces
-        self._setup()
+        try:
+            self._setup()
+        except BaseException:
+            # A run that could not start leaves no empty or half-filled folder behind.
+            if getattr(self, "_created_run_dir", False) and self.is_main:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
 
     # -- setup --------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -128,6 +135,7 @@ class Trainer:
             self.run_dir = self.dist.run_on_main(self._new_run_folder, "choice of the run folder")
         else:
             self.run_dir = self._new_run_folder()
+        self._created_run_dir = not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.dist is not None:  # rank 0 prepares the data (tokenizer training may take minutes)
             self.data_dir = self.dist.run_on_main(self._data_dir, "data preparation")

@@ -91,7 +91,8 @@ def test_config_file_mistakes_are_named(tmp_path, capsys, name, text, message):
     assert re.search(message, err), err
 
 
-def test_user_errors_are_one_line_without_traceback(tmp_path, capsys):
+def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a run without --out would go to ./runs/
     cases = [
         (["train", "--data", str(tmp_path / "nowhere")], "data folder .*nowhere.* does not exist"),
         (["train", "--resume", str(tmp_path / "no.safetensors")], "no.safetensors.* does not exist"),
@@ -107,6 +108,8 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert "Traceback" not in err and re.search(pattern, err), (argv, err)
+    # A run that could not start leaves no run folder behind.
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_invalid_flag_value_is_argparse_usage_error(capsys):
