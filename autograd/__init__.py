@@ -3,6 +3,7 @@ from autograd.grad_mode import no_grad, enable_grad, is_grad_enabled, set_grad_e
 from autograd.tensor import Tensor  # noqa: F401
 from autograd.function import Function  # noqa: F401
 from autograd.backend import cuda_available  # noqa: F401
+from autograd.allocator import keep_freed_memory  # noqa: F401
 from autograd.random import manual_seed  # noqa: F401
 from autograd.factories import (  # noqa: F401
     zeros, ones, full, randn, rand, arange, zeros_like, ones_like, full_like, randn_like, rand_like,

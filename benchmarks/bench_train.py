@@ -44,6 +44,7 @@ def build(name: str, device: str):
     from gpt.train import param_groups
     from nn.optim import AdamW
 
+    autograd.keep_freed_memory()  # as `gpt train` does (autograd/allocator.py)
     c = CONFIGS[name]
     cfg = GPTConfig(vocab_size=c["vocab_size"], block_size=c["block_size"], n_layer=c["n_layer"],
                     n_head=c["n_head"], n_embd=c["n_embd"], dropout=0.0)

@@ -149,12 +149,13 @@ class Trainer:
         self.train_tokens = open_tokens(self.data_dir, "train", self.meta)
         self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
 
-        from autograd import manual_seed
+        from autograd import keep_freed_memory, manual_seed
         from gpt.config import GPTConfig
         from gpt.model import GPT
         from nn.optim import AdamW
 
         self.model_cfg = GPTConfig.from_dict(cfg.model_dict(V))
+        keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
         manual_seed(cfg.seed)
         self.model = GPT(self.model_cfg)
         if cfg.device != "cpu":
