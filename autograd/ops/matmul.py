@@ -69,7 +69,12 @@ class MatMul(Function):
                 ga = g @ b.swapaxes(-1, -2)
             ga = _shaped(unbroadcast(ga, a.shape), self.a_shape)
         if self.needs_input_grad[1]:
-            if b.ndim == 2 and a.ndim > 2:
+            if b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous:
+                # b is a transposed view (a tied output head, wte.T): give its gradient the same
+                # layout, so the transpose back to the weight is C-ordered and adds to the
+                # embedding's gradient at full speed (a C + F add is ~30x slower).
+                gb = (_flat_rows(g).T @ _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
+            elif b.ndim == 2 and a.ndim > 2:
                 gb = _flat_rows(a).T @ _flat_rows(g)  # (K, rows) @ (rows, N): one product
             else:
                 gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
