@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import sys
 import time
 from dataclasses import dataclass, field
@@ -141,20 +140,20 @@ class Distributed:
         return [bool(v) for v in buf]
 
     def allgather_object(self, obj: Any, what: str) -> list:
-        """Every rank's `obj` (picklable), in rank order, with the collective timeout."""
-        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        """Every rank's `obj` (JSON-able), in rank order, with the collective timeout."""
+        data = np.frombuffer(_encode(obj), dtype=np.uint8)
         sizes = np.zeros(self.world_size, dtype=np.int64)
         self._wait(self.comm.Iallgather(np.array([data.size], dtype=np.int64), sizes), what)
         out = np.empty(int(sizes.sum()), dtype=np.uint8)
         counts = [int(s) for s in sizes]
         displs = [int(d) for d in np.concatenate([[0], np.cumsum(sizes)[:-1]])]
         self._wait(self.comm.Iallgatherv(data, [out, counts, displs, self._mpi().BYTE]), what)
-        return [pickle.loads(out[d:d + c].tobytes()) for d, c in zip(displs, counts)]
+        return [_decode(out[d:d + c].tobytes()) for d, c in zip(displs, counts)]
 
     def broadcast_object(self, obj: Any, what: str, timeout_s: float | None = _JOB_TIMEOUT) -> Any:
         """Rank 0's `obj` on every rank. timeout_s=None waits as long as rank 0 needs (data
         preparation); rank 0 failing meanwhile aborts the job, which ends the wait."""
-        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if self.is_main else None
+        data = np.frombuffer(_encode(obj), dtype=np.uint8) if self.is_main else None
         size = np.array([data.size if self.is_main else 0], dtype=np.int64)
         self._wait(self.comm.Ibcast(size, root=0), what, timeout_s)
         if not self.is_main:
@@ -162,7 +161,7 @@ class Distributed:
         else:
             data = data.copy()  # a writable buffer
         self._wait(self.comm.Ibcast(data, root=0), what, timeout_s)
-        return obj if self.is_main else pickle.loads(data.tobytes())
+        return obj if self.is_main else _decode(data.tobytes())
 
     def run_on_main(self, fn: Callable[[], Any], what: str, timeout_s: float | None = None) -> Any:
         """fn() on rank 0, its result on every rank. An exception of fn is raised on every rank
@@ -235,7 +234,8 @@ class Distributed:
         from cupy.cuda import nccl
 
         if self.nccl is None:
-            uid = self.broadcast_object(nccl.get_unique_id() if self.is_main else None, "NCCL set-up")
+            uid = self.broadcast_object(list(nccl.get_unique_id()) if self.is_main else None, "NCCL set-up")
+            uid = tuple(uid)
             self.nccl = nccl.NcclCommunicator(self.world_size, uid, self.rank)
         stream = cp.cuda.get_current_stream()
         kinds = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float16): nccl.NCCL_FLOAT16,
@@ -297,6 +297,15 @@ def weights_checksum(params: Iterable[Any]) -> str:
     sums = xp.stack([xp.sum(p.data, dtype=np.float64) for p in params])
     host = sums if xp is np else sums.get()
     return hashlib.sha1(np.ascontiguousarray(host).tobytes()).hexdigest()[:16]
+
+
+def _encode(obj: Any) -> bytes:
+    """Messages between ranks travel as JSON (plain data only: no pickle, even between ranks)."""
+    return json.dumps(obj).encode("utf-8")
+
+
+def _decode(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
 
 
 def _to_like(host: np.ndarray, like: Any) -> Any:

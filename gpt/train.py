@@ -132,13 +132,13 @@ class Trainer:
             cfg = self.cfg
             self.run_dir = path.parent
         elif self.dist is not None:  # one folder for all ranks: rank 0 names it (a shared file system)
-            self.run_dir = self.dist.run_on_main(self._new_run_folder, "choice of the run folder")
+            self.run_dir = Path(self.dist.run_on_main(lambda: str(self._new_run_folder()), "choice of the run folder"))
         else:
             self.run_dir = self._new_run_folder()
         self._created_run_dir = not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.dist is not None:  # rank 0 prepares the data (tokenizer training may take minutes)
-            self.data_dir = self.dist.run_on_main(self._data_dir, "data preparation")
+            self.data_dir = Path(self.dist.run_on_main(lambda: str(self._data_dir()), "data preparation"))
         else:
             self.data_dir = self._data_dir()
         self.meta = read_meta(self.data_dir)
