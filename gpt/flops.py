@@ -10,31 +10,13 @@ from typing import Any
 
 import numpy as np
 
-
-def _get(cfg: Any, name: str, default=None):
-    return cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
-
-
-def matmul_params(cfg: Any) -> int:
-    """Parameters that take part in a matmul per token: the blocks' linear weights and the
-    output layer (V x C), not the embedding lookups nor the norms."""
-    C, L, V = _get(cfg, "n_embd"), _get(cfg, "n_layer"), _get(cfg, "vocab_size")
-    mlp = _get(cfg, "mlp", "gelu")
-    hidden = _get(cfg, "mlp_hidden") or 4 * C
-    attn = 4 * C * C                                   # c_attn (C x 3C) + c_proj (C x C)
-    if mlp == "swiglu":
-        ff = 3 * C * hidden                            # gate+up (C x 2H) and down (H x C)
-    elif mlp == "moe":
-        ff = _get(cfg, "moe_top_k", 2) * 2 * C * hidden + C * _get(cfg, "n_experts", 4)
-    else:
-        ff = 2 * C * hidden
-    return L * (attn + ff) + V * C
+from gpt.report import flops_per_token as _count_flops
 
 
 def flops_per_token(cfg: Any, T: int) -> float:
-    """Training FLOPs per token (forward + backward = 3 x forward), as in the PaLM appendix and
-    nanoGPT: 6 x matmul parameters + 12 x n_layer x n_embd x T for attention scores and values."""
-    return 6.0 * matmul_params(cfg) + 12.0 * _get(cfg, "n_layer") * _get(cfg, "n_embd") * T
+    """Training FLOPs per token (forward + backward) of a GPTConfig at context length T: the
+    6N + 12 L C T rule, counted once in gpt.report from the config's own parameter formulas."""
+    return float(_count_flops(cfg, T))
 
 
 def measure_peak_flops(device: str = "cpu", n: int | None = None, repeats: int = 5) -> float:
