@@ -20,12 +20,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
+
+from gpt.files import atomic_write_text  # noqa: F401 (also imported from here)
 
 EOT = "<|endoftext|>"
 META_FILE = "meta.json"
@@ -34,25 +35,6 @@ SPLITS = ("train", "val")
 
 
 # ---- small file helpers ---------------------------------------------------------------------
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` through a temp file, fsync and rename: never half-written."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the file private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 while every id fits (vocab_size <= 65,536), else uint32, as nanoGPT does."""
     return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.uint32)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
+
+from gpt.files import atomic_write
 
 MISSING_MATPLOTLIB = (
     "matplotlib is not installed, so no plot was written (the table and JSON are complete); "
@@ -34,29 +34,6 @@ SWEEP_COLUMNS = (
 )
 
 
-def _atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call write(tmp_path) then move tmp_path onto `path` (same folder, fsynced)."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=folder)
-    os.close(fd)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def write_json(path: str | os.PathLike, result: dict) -> Path:
     """The whole result as indented JSON (NaN/inf written as null so any JSON reader takes it)."""
     text = json.dumps(_finite(result), indent=1)
@@ -65,7 +42,7 @@ def write_json(path: str | os.PathLike, result: dict) -> Path:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
 
-    return _atomic_write(path, write)
+    return atomic_write(path, write)
 
 
 def _finite(obj):
@@ -155,7 +132,7 @@ def _pyplot():
 
 def _save(fig, path, plt) -> Path:
     try:
-        return _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png", pil_kwargs={"optimize": True}))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png", pil_kwargs={"optimize": True}))
     finally:
         plt.close(fig)
 
