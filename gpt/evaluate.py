@@ -22,6 +22,45 @@ def evaluate(model, batches: list) -> float:
     return float(np.mean(losses))
 
 
+def evaluate_split(model, tokens: np.ndarray, block_size: int, batch_size: int = 32) -> float:
+    """Mean loss over every token of a split, each predicted once: consecutive windows of
+    `block_size` (the last one shorter), so the number has no sampling noise, unlike a few
+    random batches. tokens: 1-D integer ids (N,), N >= 2. Runs in eval mode without a graph."""
+    from autograd import backend, no_grad
+
+    n = len(tokens) - 1  # targets
+    if n < 1:
+        raise ValueError(f"evaluate_split needs at least 2 tokens, got {len(tokens)}")
+    starts = np.arange(0, n, block_size)
+    device = getattr(model, "device", "cpu")
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            for lo in range(0, len(starts), batch_size):
+                group = starts[lo:lo + batch_size]
+                # full windows share a batch; the shorter last window runs alone
+                for rows in _split_full(tokens, group, block_size, n):
+                    x, y = (backend.to_device(a, device) for a in (rows[:, :-1], rows[:, 1:]))
+                    loss = loss_value(model(x, y)[1])
+                    total += loss * y.size
+                    count += y.size
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def _split_full(tokens: np.ndarray, starts: np.ndarray, T: int, n: int) -> list[np.ndarray]:
+    full = starts[starts + T <= n]
+    out = []
+    if len(full):
+        out.append(np.asarray(tokens[full[:, None] + np.arange(T + 1)], dtype=np.int64))
+    for s in starts[starts + T > n]:
+        out.append(np.asarray(tokens[s:n + 1], dtype=np.int64)[None, :])
+    return out
+
+
 def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
                top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
     """`n` continuations of `prompt` (new ids only), through model.generate when the model has
