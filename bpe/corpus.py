@@ -76,27 +76,34 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def _first_cut(f, q: int, size: int, step: int = 1 << 16) -> int:
-    """Offset of the first cut at or after ``q``: just after a newline followed by an ASCII
-    letter or digit. Returns ``size`` when there is none."""
+    r"""Offset of the first cut at or after ``q``, or ``size`` when there is none.
+
+    A cut is just after a newline with a printable ASCII byte (not a space) before it and an
+    ASCII letter or digit after it. Such a newline is a chunk of its own (or ends one, as in
+    GPT-4's ":\n") under every pattern of bpe.patterns, so pre-tokenizing the two sides apart
+    gives the chunks of the whole. Whitespace before it would not do: GPT-2's ``\s+(?!\S)``
+    splits "\n\nclass" into "\n", "\n" but keeps a block's final "\n\n" whole.
+    """
     if q <= 0:
         return 0
     if q >= size:
         return size
-    f.seek(q - 1)
-    base = q - 1
+    base = max(q - 2, 0)  # one byte of look-behind for a newline at q - 1
+    f.seek(base)
     buf = b""
     while True:
         more = f.read(step)
         buf += more
-        i = buf.find(b"\n")
+        i = buf.find(b"\n", q - 1 - base if q - 1 > base else 0)
         while i != -1 and i + 1 < len(buf):
-            if buf[i + 1 : i + 2].isalnum():
+            if i >= 1 and 0x20 < buf[i - 1] < 0x7F and buf[i + 1 : i + 2].isalnum():
                 return base + i + 1
             i = buf.find(b"\n", i + 1)
         if not more:
             return size
-        # Keep a possible trailing newline whose next byte is not read yet.
-        keep = 1 if buf.endswith(b"\n") else 0
+        # Keep the last two bytes: a trailing newline whose next byte is not read yet, and
+        # the byte before it.
+        keep = min(2, len(buf))
         base += len(buf) - keep
         buf = buf[len(buf) - keep :]
 

@@ -37,3 +37,50 @@ def test_expand_inputs_sorted_and_deduplicated(tmp_path):
     (tmp_path / ".hidden").write_text("h")
     files = expand_inputs([tmp_path, tmp_path / "a.txt"])
     assert [f.name for f in files] == ["a.txt", "b.txt"]
+
+
+def test_block_cuts_never_change_the_chunks_of_any_pattern(tmp_path):
+    """Each block is pre-tokenized on its own, so a cut must be a chunk boundary of every
+    pattern: "x \\n\\nclass" cut before "class" would turn GPT-2's chunks " ", "\\n", "\\n"
+    into one "\\n\\n" chunk (its whitespace rule looks at what follows)."""
+    from collections import Counter
+
+    import regex
+
+    from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
+
+    rng = random.Random(1)
+    f = tmp_path / "f.txt"
+    pieces = ["x", " ", "\n", "\n\n", "  \n", "class", "1", ":", "\t", "\u3000", "\xa0", "'s", "é"]
+    for trial in range(150):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 120)))
+        f.write_text(text, encoding="utf-8")
+        bs = rng.randint(1, 30)
+        blocks = list(read_blocks(f, block_bytes=bs))
+        assert "".join(blocks) == text
+        for pattern in (GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN):
+            whole = Counter(regex.findall(pattern, text))
+            assert sum((Counter(regex.findall(pattern, b)) for b in blocks), Counter()) == whole, (text, bs)
+
+
+def test_first_cut_matches_its_definition_for_any_read_size(tmp_path):
+    from bpe.corpus import _first_cut
+
+    def brute(data, q):
+        if q <= 0:
+            return 0
+        for p in range(q, len(data)):
+            if data[p - 1:p] == b"\n" and p >= 2 and 0x20 < data[p - 2] < 0x7F and data[p:p + 1].isalnum():
+                return p
+        return len(data)
+
+    rng = random.Random(2)
+    f = tmp_path / "f.bin"
+    for trial in range(300):
+        data = bytes(rng.choice(b"ab\n\n \t:1\xc2\xa0") for _ in range(rng.randint(0, 40)))
+        f.write_bytes(data)
+        with open(f, "rb") as fh:
+            for q in range(len(data) + 1):
+                want = brute(data, q)
+                for step in (1, 2, 3, 7, 1 << 16):
+                    assert _first_cut(fh, q, len(data), step) == want, (data, q, step)
