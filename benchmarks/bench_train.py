@@ -136,7 +136,7 @@ def shakespeare(device: str, steps: int, path: Path, work: Path, seed: int = 133
     trainer's val loss (`eval_batches` fixed batches), the loss over every token of the val split,
     and the standard deviation of nanoGPT's own estimate (the mean of 20 random val batches, from
     4 x eval_batches batches)."""
-    from gpt.data import prepare
+    from gpt.data import open_tokens, prepare
     from gpt.evaluate import evaluate_split
     from gpt.progress import ProgressLine
     from gpt.train import train
@@ -156,17 +156,11 @@ def shakespeare(device: str, steps: int, path: Path, work: Path, seed: int = 133
     t0 = time.perf_counter()
     res = train(cfg, out=ProgressLine())
     seconds = time.perf_counter() - t0
-    val = np.memmap(data / "val.bin", dtype=_meta_dtype(data), mode="r")
+    val = open_tokens(data, "val")
     return {"val_loss": res.val_loss, "train_loss": res.train_loss, "seconds": seconds, "steps": res.step,
             "full_val": evaluate_split(res.model, val, c["block_size"]),
             "est20_std": _estimate_std(res.model, val, c["batch"], c["block_size"], n=20, seed=seed,
                                       pool=4 * eval_batches)}
-
-
-def _meta_dtype(data: Path) -> str:
-    import json
-
-    return json.loads((data / "meta.json").read_text())["dtype"]
 
 
 def _estimate_std(model, tokens, B: int, T: int, n: int, seed: int, pool: int = 200) -> float:
