@@ -194,9 +194,10 @@ def load_config_file(path: str) -> dict:
         except ValueError as exc:
             raise ValueError(f"config file {path}: invalid JSON: {exc}") from None
     else:
-        if sys.version_info < (3, 11):
-            raise ValueError(f"config file {path}: TOML needs Python 3.11+ (tomllib); use a .json file")
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # the same parser, as a package (a dependency on 3.10 only)
+            import tomli as tomllib
 
         try:
             d = tomllib.loads(text)

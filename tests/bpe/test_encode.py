@@ -47,7 +47,10 @@ def test_cache_does_not_change_results(tok4, corpus_texts):
     copy = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     first = copy.encode(text)
     assert copy.encode(text) == first == tok4.encode(text)
-    assert copy.encode(text[:100]) == first[: len(copy.encode(text[:100]))]
+    # a prefix through the warm cache encodes as through a cold one (a cut at 100 characters
+    # may split a chunk, so it need not be a prefix of `first`)
+    cold = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
+    assert copy.encode(text[:100]) == cold.encode(text[:100])
 
 
 @given(data=st.binary(min_size=0, max_size=300))
