@@ -28,37 +28,33 @@ def evaluate_split(model, tokens: np.ndarray, block_size: int, batch_size: int =
     random batches. tokens: 1-D integer ids (N,), N >= 2. Runs in eval mode without a graph."""
     from autograd import backend, no_grad
 
-    n = len(tokens) - 1  # targets
-    if n < 1:
+    if len(tokens) < 2:
         raise ValueError(f"evaluate_split needs at least 2 tokens, got {len(tokens)}")
-    starts = np.arange(0, n, block_size)
     device = getattr(model, "device", "cpu")
     total, count = 0.0, 0
     was_training = model.training
     model.eval()
     try:
         with no_grad():
-            for lo in range(0, len(starts), batch_size):
-                group = starts[lo:lo + batch_size]
-                # full windows share a batch; the shorter last window runs alone
-                for rows in _split_full(tokens, group, block_size, n):
-                    x, y = (backend.to_device(a, device) for a in (rows[:, :-1], rows[:, 1:]))
-                    loss = loss_value(model(x, y)[1])
-                    total += loss * y.size
-                    count += y.size
+            for rows in _consecutive_windows(tokens, block_size, batch_size):
+                x, y = (backend.to_device(a, device) for a in (rows[:, :-1], rows[:, 1:]))
+                total += loss_value(model(x, y)[1]) * y.size
+                count += y.size
     finally:
         model.train(was_training)
     return total / count
 
 
-def _split_full(tokens: np.ndarray, starts: np.ndarray, T: int, n: int) -> list[np.ndarray]:
-    full = starts[starts + T <= n]
-    out = []
-    if len(full):
-        out.append(np.asarray(tokens[full[:, None] + np.arange(T + 1)], dtype=np.int64))
-    for s in starts[starts + T > n]:
-        out.append(np.asarray(tokens[s:n + 1], dtype=np.int64)[None, :])
-    return out
+def _consecutive_windows(tokens: np.ndarray, T: int, batch_size: int):
+    """int64 (rows, T + 1) arrays: windows starting at 0, T, 2T, ..., batch_size to an array;
+    the targets left over (fewer than T) come last, in a window of their own."""
+    n_full, rest = divmod(len(tokens) - 1, T)
+    offsets = np.arange(T + 1)
+    for lo in range(0, n_full, batch_size):
+        starts = np.arange(lo, min(lo + batch_size, n_full)) * T
+        yield np.asarray(tokens[starts[:, None] + offsets], dtype=np.int64)
+    if rest:
+        yield np.asarray(tokens[n_full * T:], dtype=np.int64)[None, :]
 
 
 def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
