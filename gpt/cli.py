@@ -11,13 +11,13 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prepare", "train", "sample", "gradflow")
+COMMANDS = ("prepare", "train", "sample", "eval", "gradflow")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpt",
-        description="Train a GPT from first principles (NumPy or CuPy): prepare data, train, sample.",
+        description="Train a GPT from first principles (NumPy or CuPy): prepare data, train, sample, evaluate.",
         epilog="`gpt train` with no arguments trains a tokenizer and a small model on the Python "
                "standard library's own sources and prints samples. `gpt COMMAND --help` for each.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,0 +1,87 @@
+"""`gpt eval`: the loss of a trained run over a whole data split, every token predicted once.
+
+    gpt eval --run runs/mine                          # the data folder it trained on, val split
+    gpt eval --run runs/mine --data data/other --split train --max-tokens 1000000
+
+Training evaluates a few fixed batches, so runs compared by that number differ by sampling
+noise too. This reads the split in consecutive windows of the model's block size
+(gpt.evaluate.evaluate_split), so two runs evaluated here differ only by their models.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "eval", help="loss of a trained run over every token of a data split",
+        description="Mean cross-entropy of a run's model over every token of a data split (no "
+                    "sampling noise), with its perplexity.",
+        epilog="The data folder must hold ids of the run's own tokenizer; by default it is the "
+               "folder the run trained on.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
+    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    p.add_argument("--data", metavar="DIR", help="a data folder (default: the one the run trained on)")
+    p.add_argument("--split", choices=("val", "train"), default="val", help="which split (default val)")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="only the first N tokens of the split (default: all)")
+    p.add_argument("--batch-size", type=int, default=32, metavar="B", help="windows per forward (default 32)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a sentence")
+    p.set_defaults(func=run)
+
+
+def _same_tokenizer(run_tokenizer: str | None, data_meta: dict) -> bool:
+    """False only when both sides have a tokenizer file and they differ."""
+    path = data_meta.get("tokenizer_path")
+    if not run_tokenizer or not path:
+        return True
+    try:
+        return json.loads(run_tokenizer) == json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError:
+        return True  # not JSON on one side: nothing to compare
+
+
+def run(args: argparse.Namespace) -> int:
+    from autograd import backend
+    from gpt.checkpoint import load_model
+    from gpt.data import open_tokens, read_meta
+    from gpt.evaluate import evaluate_split
+
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.max_tokens is not None and args.max_tokens < 2:
+        raise ValueError(f"--max-tokens must be >= 2, got {args.max_tokens}")
+    try:  # a missing GPU is the user's to fix: one clear line, no traceback
+        backend.module_for_device(args.device)
+    except RuntimeError as exc:
+        raise ValueError(f"--device {args.device}: {exc}") from None
+    model, _, meta = load_model(args.run or args.checkpoint, device=args.device)
+    data_dir = args.data or meta.get("data_dir")
+    if not data_dir:
+        raise ValueError(f"checkpoint {meta.get('path')!r} does not name its data folder: give --data DIR")
+    data_meta = read_meta(data_dir)
+    vocab = model.config.vocab_size
+    if int(data_meta["vocab_size"]) > vocab:
+        raise ValueError(f"data folder {data_dir!r} has a vocabulary of {data_meta['vocab_size']} ids, "
+                         f"more than the model's {vocab}")
+    if not _same_tokenizer(meta.get("tokenizer"), data_meta):
+        raise ValueError(f"data folder {data_dir!r} was written by another tokenizer than the run's")
+    tokens = open_tokens(data_dir, args.split, data_meta)
+    if args.max_tokens is not None:
+        tokens = tokens[:args.max_tokens]
+    t0 = time.perf_counter()
+    loss = evaluate_split(model, tokens, model.config.block_size, batch_size=args.batch_size)
+    result = {"split": args.split, "loss": loss, "perplexity": math.exp(loss), "tokens": len(tokens) - 1,
+              "data": str(data_dir), "checkpoint": meta.get("path"), "seconds": time.perf_counter() - t0}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.split} loss {loss:.4f} (perplexity {result['perplexity']:.2f}) over {result['tokens']:,} "
+              f"tokens of {data_dir} in {result['seconds']:.1f} s")
+    return 0
