@@ -15,6 +15,8 @@ import math
 import time
 from pathlib import Path
 
+from gpt.commands.common import add_model_source, load_run_model
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -23,15 +25,12 @@ def register(subparsers) -> None:
                     "sampling noise), with its perplexity.",
         epilog="The data folder must hold ids of the run's own tokenizer; by default it is the "
                "folder the run trained on.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
-    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    add_model_source(p)
     p.add_argument("--data", metavar="DIR", help="a data folder (default: the one the run trained on)")
     p.add_argument("--split", choices=("val", "train"), default="val", help="which split (default val)")
     p.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="only the first N tokens of the split (default: all)")
     p.add_argument("--batch-size", type=int, default=32, metavar="B", help="windows per forward (default 32)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a sentence")
     p.set_defaults(func=run)
 
@@ -48,8 +47,6 @@ def _same_tokenizer(run_tokenizer: str | None, data_meta: dict) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograd import backend
-    from gpt.checkpoint import load_model
     from gpt.data import open_tokens, read_meta
     from gpt.evaluate import evaluate_split
 
@@ -57,11 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_tokens is not None and args.max_tokens < 2:
         raise ValueError(f"--max-tokens must be >= 2, got {args.max_tokens}")
-    try:  # a missing GPU is the user's to fix: one clear line, no traceback
-        backend.module_for_device(args.device)
-    except RuntimeError as exc:
-        raise ValueError(f"--device {args.device}: {exc}") from None
-    model, _, meta = load_model(args.run or args.checkpoint, device=args.device)
+    model, _, meta = load_run_model(args)
     data_dir = args.data or meta.get("data_dir")
     if not data_dir:
         raise ValueError(f"checkpoint {meta.get('path')!r} does not name its data folder: give --data DIR")

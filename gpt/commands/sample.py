@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from gpt.commands.common import add_model_source, load_run_model
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,9 +23,7 @@ def register(subparsers) -> None:
                     "temperature, top-k, top-p, repetition penalty, stop strings, beam search.",
         epilog="Temperature 0 is greedy. Samples are separated by a line of dashes. "
                "Timing and KV-cache memory go to stderr with --stats.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
-    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    add_model_source(p)
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", metavar="TEXT", default=None,
                         help="text to continue (default: the end-of-text token, else a newline)")
@@ -42,7 +42,6 @@ def register(subparsers) -> None:
     p.add_argument("--beams", type=int, default=1, metavar="K",
                    help="beam search with K beams (deterministic; printed when complete)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute the whole context every step (slow)")
     p.add_argument("--stats", action="store_true", help="print tokens/s and KV-cache memory to stderr")
     p.set_defaults(func=run)
@@ -78,17 +77,10 @@ def _check(args) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpt import sample as S
-    from gpt.checkpoint import load_model
     from gpt.generate import generate, kv_cache_numbers_per_token, stream_text
 
     _check(args)
-    from autograd import backend
-
-    try:  # a missing GPU is the user's to fix: one clear line, no traceback
-        backend.module_for_device(args.device)
-    except RuntimeError as exc:
-        raise ValueError(f"--device {args.device}: {exc}") from None
-    model, tok, meta = load_model(args.run or args.checkpoint, device=args.device)
+    model, tok, meta = load_run_model(args)
     if tok is None:
         raise ValueError(f"checkpoint {meta.get('path')!r} holds no tokenizer, so its ids cannot be shown as text")
     text = _prompt_text(args, tok)
