@@ -90,9 +90,9 @@ def train_once(cfg: dict, data: Path, out: Path, ranks: int, threads: int, steps
 def allreduce_worker(name: str, repeats: int) -> None:
     """Under mpiexec: time allreduce_gradients alone on the model's gradients; rank 0 prints JSON."""
     from autograd import manual_seed
-    from gpt.config import GPTConfig
-    from gpt.dist import Distributed
-    from gpt.model import GPT
+    from gpt.model.config import GPTConfig
+    from gpt.training.dist import Distributed
+    from gpt.model.gpt import GPT
 
     cfg = CONFIGS[name]
     dist = Distributed.from_environment()
@@ -150,7 +150,7 @@ def main() -> None:
         for name in args.configs:
             cfg = CONFIGS[name]
             data = write_data(tmp / f"data-{name}", cfg["vocab"])
-            from gpt.config import GPTConfig
+            from gpt.model.config import GPTConfig
 
             n_params = GPTConfig(vocab_size=cfg["vocab"], block_size=cfg["block_size"], n_layer=cfg["n_layer"],
                                  n_head=cfg["n_head"], n_embd=cfg["n_embd"]).count_params()

@@ -12,11 +12,11 @@ clip needs a host sync in both stacks), per precision:
     fp16  float16 compute, float32 master weights, dynamic loss scaling (nn.amp);
           PyTorch: torch.autocast(float16) + GradScaler (its usual mixed precision).
 Each cell: median ms of --steps timed steps after --warmup steps (the device is synchronised
-after each step in both stacks). tokens/s = B*T / step time. MFU = model FLOPs (gpt.flops:
+after each step in both stacks). tokens/s = B*T / step time. MFU = model FLOPs (gpt.training.flops:
 6 x matmul params + 12 L C T per token) / the best FLOP/s of an 8192^3 matmul measured here in
 the same precision (not a datasheet number). Peak memory: CuPy's pool high-water mark (total
 bytes reserved, the pool is emptied between rows) / torch.cuda.max_memory_reserved().
-Sampling: KV-cached greedy decoding (gpt.generate), 16-token prompt, tokens/s over the batch.
+Sampling: KV-cached greedy decoding (gpt.inference.generate), 16-token prompt, tokens/s over the batch.
 
 PyTorch is optional and only a peer here: it is imported with importlib when installed (the
 package itself never imports it). Every part is time-boxed by --budget (seconds for the whole
@@ -37,9 +37,9 @@ import numpy as np
 
 import autograd
 from autograd import backend
-from gpt.config import GPTConfig
-from gpt.flops import flops_per_token
-from gpt.model import GPT
+from gpt.model.config import GPTConfig
+from gpt.training.flops import flops_per_token
+from gpt.model.gpt import GPT
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _torch_peer import bench_torch  # noqa: E402  (PyTorch itself is imported only when called)
@@ -106,7 +106,7 @@ class OurRun:
 
     def __init__(self, args, B: int, precision: str, attention: str):
         from autograd import cuda as acuda
-        from gpt.train import param_groups
+        from gpt.training.trainer import param_groups
         from nn.amp import configure
         from nn.optim import AdamW
 
@@ -186,7 +186,7 @@ def pick_batch(args) -> int:
 
 def measure_peaks(args) -> dict:
     """Best FLOP/s of an n^3 matmul per precision on this device (n = 8192 on a GPU)."""
-    from gpt.flops import measure_peak_flops
+    from gpt.training.flops import measure_peak_flops
 
     if args.device == "cpu":
         return {p: measure_peak_flops("cpu") for p in ("fp32", "tf32", "fp16")}
@@ -241,7 +241,7 @@ def bench_ours(args, B: int, precision: str, attention: str) -> dict:
 
 # ---- sampling ---------------------------------------------------------------------------------
 def bench_sampling(args, B: int) -> dict:
-    from gpt.generate import generate
+    from gpt.inference.generate import generate
 
     free_gpu(args.device)
     if args.device != "cpu":

@@ -26,9 +26,9 @@ import time
 import numpy as np
 
 import autograd
-from gpt.config import GPTConfig
-from gpt.generate import Decoder, generate, kv_cache_numbers_per_token
-from gpt.model import GPT
+from gpt.model.config import GPTConfig
+from gpt.inference.generate import Decoder, generate, kv_cache_numbers_per_token
+from gpt.model.gpt import GPT
 
 TORCH_MS = {"cached": 6.7, "uncached": 28.6}  # quoted in issue 6
 

@@ -40,9 +40,9 @@ NANOGPT = "nanoGPT on (a): 48 ms/iter; val loss 1.886 after 2,000 iterations (11
 
 def build(name: str, device: str):
     import autograd
-    from gpt.config import GPTConfig
-    from gpt.model import GPT
-    from gpt.train import param_groups
+    from gpt.model.config import GPTConfig
+    from gpt.model.gpt import GPT
+    from gpt.training.trainer import param_groups
     from nn.optim import AdamW
 
     autograd.keep_freed_memory()  # as `gpt train` does (autograd/allocator.py)
@@ -82,7 +82,7 @@ def sync(device: str) -> None:
 
 def bench(name: str, device: str, steps: int, warmup: int, peak: float) -> dict:
     from autograd import backend
-    from gpt.flops import flops_per_token
+    from gpt.training.flops import flops_per_token
 
     cfg, model, opt = build(name, device)
     B, T, V = CONFIGS[name]["batch"], cfg.block_size, cfg.vocab_size
@@ -137,10 +137,10 @@ def shakespeare(device: str, steps: int, path: Path, work: Path, seed: int = 133
     and the standard deviation of nanoGPT's own estimate (the mean of 20 random val batches, from
     4 x eval_batches batches)."""
     from gpt.data import open_tokens, prepare
-    from gpt.evaluate import evaluate_split
-    from gpt.progress import ProgressLine
-    from gpt.train import train
-    from gpt.train_config import TrainConfig
+    from gpt.training.evaluate import evaluate_split
+    from gpt.training.progress import ProgressLine
+    from gpt.training.trainer import train
+    from gpt.training.config import TrainConfig
 
     recipe_lr = RECIPES[recipe]
     data = work / "shakespeare_char"
@@ -165,8 +165,8 @@ def shakespeare(device: str, steps: int, path: Path, work: Path, seed: int = 133
 
 def _estimate_std(model, tokens, B: int, T: int, n: int, seed: int, pool: int = 200) -> float:
     """Standard deviation of the mean loss of `n` random (B, T) batches, from `pool` batches."""
-    from gpt.evaluate import evaluate
-    from gpt.loader import BatchLoader
+    from gpt.training.evaluate import evaluate
+    from gpt.data.loader import BatchLoader
 
     loader = BatchLoader(tokens, B, T, seed=seed + 99)
     per_batch = [evaluate(model, [loader.next_batch()]) for _ in range(pool)]
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown recipe(s) {', '.join(sorted(unknown))}; known: {', '.join(RECIPES)}")
 
-    from gpt.flops import measure_peak_flops
+    from gpt.training.flops import measure_peak_flops
 
     peak = measure_peak_flops(args.device)
     print(f"device {args.device}; float32 matmul peak measured here: {peak / 1e9:.0f} GFLOP/s "

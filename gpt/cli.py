@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from gpt.checkpoint import CheckpointError
-    from gpt.train import TrainingDiverged
+    from gpt.training.checkpoint import CheckpointError
+    from gpt.training.trainer import TrainingDiverged
 
     try:
         return int(args.func(args) or 0)

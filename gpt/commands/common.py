@@ -15,7 +15,7 @@ def add_model_source(p: argparse.ArgumentParser) -> None:
 def load_run_model(args: argparse.Namespace):
     """(model in eval mode, tokenizer or None, checkpoint meta) for --run/--checkpoint on --device."""
     from autograd import backend
-    from gpt.checkpoint import load_model
+    from gpt.training.checkpoint import load_model
 
     try:  # a missing GPU is the user's to fix: one clear line, no traceback
         backend.module_for_device(args.device)

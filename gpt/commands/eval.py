@@ -5,7 +5,7 @@
 
 Training evaluates a few fixed batches, so runs compared by that number differ by sampling
 noise too. This reads the split in consecutive windows of the model's block size
-(gpt.evaluate.evaluate_split), so two runs evaluated here differ only by their models.
+(gpt.training.evaluate.evaluate_split), so two runs evaluated here differ only by their models.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _same_tokenizer(run_tokenizer: str | None, data_meta: dict) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from gpt.data import open_tokens, read_meta
-    from gpt.evaluate import evaluate_split
+    from gpt.training.evaluate import evaluate_split
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")

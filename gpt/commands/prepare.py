@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     inputs = args.input
     if not inputs:
-        from gpt.corpus import default_files
+        from gpt.data.corpus import default_files
 
         inputs = default_files(args.max_chars or 3_000_000)
     vocab = args.vocab_size if (args.vocab_size or args.tokenizer or args.char) else 2048

@@ -76,8 +76,8 @@ def _check(args) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpt import sample as S
-    from gpt.generate import generate, kv_cache_numbers_per_token, stream_text
+    from gpt.inference import sample as S
+    from gpt.inference.generate import generate, kv_cache_numbers_per_token, stream_text
 
     _check(args)
     model, tok, meta = load_run_model(args)

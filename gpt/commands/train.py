@@ -16,16 +16,16 @@ def register(subparsers) -> None:
                     "saves; --resume RUN continues exactly. Started as `mpiexec -n N gpt train ...` (the "
                     "`dist` extra: mpi4py and mpich) it trains data-parallel on N ranks: --batch-size is "
                     "per rank, only rank 0 writes, and --device cuda gives each rank its own GPU.")
-    from gpt.train_config import add_arguments
+    from gpt.training.config import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpt.dist import Distributed
-    from gpt.train import train
-    from gpt.train_config import resolve
+    from gpt.training.dist import Distributed
+    from gpt.training.trainer import train
+    from gpt.training.config import resolve
 
     ns = {k: v for k, v in vars(args).items() if k not in ("func", "command")}
     dist = Distributed.from_environment()  # None unless started by mpiexec with more than one rank
@@ -40,8 +40,8 @@ def _run_rank(dist, ns: dict) -> int:
     """One rank of `mpiexec -n N gpt train`. An error met by every rank alike is reported once by
     rank 0; one met by a single rank (or a second Ctrl-C) ends the whole job with MPI_Abort, so
     that no rank waits forever for it in a collective."""
-    from gpt.train import train
-    from gpt.train_config import resolve
+    from gpt.training.trainer import train
+    from gpt.training.config import resolve
 
     try:
         cfg, explicit = resolve(ns)
@@ -67,8 +67,8 @@ def _run_rank(dist, ns: dict) -> int:
 
 def _exit_code(exc: BaseException) -> int:
     """The status gpt.cli gives the same exception (1 diverged, 2 user error, 130 Ctrl-C)."""
-    from gpt.checkpoint import CheckpointError
-    from gpt.train import TrainingDiverged
+    from gpt.training.checkpoint import CheckpointError
+    from gpt.training.trainer import TrainingDiverged
 
     if isinstance(exc, KeyboardInterrupt):
         return 130

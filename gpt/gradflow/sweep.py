@@ -98,8 +98,8 @@ def batch_at(tokens: np.ndarray, rng: np.random.Generator, batch: int, T: int):
 
 def build_model(spec: SweepSpec, variant: Variant, depth: int, seed: int):
     import autograd
-    from gpt.config import GPTConfig
-    from gpt.model import GPT
+    from gpt.model.config import GPTConfig
+    from gpt.model.gpt import GPT
 
     cfg = GPTConfig(vocab_size=256, block_size=spec.block_size, n_layer=depth, n_head=spec.n_head,
                     n_embd=spec.n_embd, dropout=0.0, pos=spec.pos, mlp=spec.mlp,

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from gpt.cli import COMMANDS, build_parser, main
-from gpt.train_config import TrainConfig, load_config_file, resolve
+from gpt.training.config import TrainConfig, load_config_file, resolve
 
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",
         "--eval-interval", "4", "--eval-batches", "1", "--peak-flops", "1e9", "--sample-tokens", "8",
@@ -150,6 +150,6 @@ def test_ctrl_c_stops_after_the_step_and_saves(corpus, tmp_path):
     assert "Ctrl-C" in out and "--resume" in out
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stop_reason"] == "interrupted" and summary["steps"] >= 1
-    from gpt.checkpoint import load_checkpoint
+    from gpt.training.checkpoint import load_checkpoint
 
     assert load_checkpoint(run / "latest.safetensors").step == summary["steps"]

@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from gpt.checkpoint import load_model
+from gpt.training.checkpoint import load_model
 from gpt.cli import main
 from gpt.data import open_tokens
-from gpt.evaluate import evaluate_split
+from gpt.training.evaluate import evaluate_split
 from tests.gpt.test_cli import TINY
 
 

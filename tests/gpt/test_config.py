@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from gpt.config import GPTConfig
-from gpt.report import flops_per_token, report
+from gpt.model.config import GPTConfig
+from gpt.model.report import flops_per_token, report
 
 SMALL = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=8)
 

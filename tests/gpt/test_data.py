@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
-from gpt.char_tokenizer import CharTokenizer
-from gpt.data import (EOT, _split_point, iter_pieces, load_tokenizer, open_tokens, prepare,
-                      read_meta, token_dtype)
+from gpt.data.char_tokenizer import CharTokenizer
+from gpt.data.folder import EOT, load_tokenizer, open_tokens, read_meta, token_dtype
+from gpt.data.prepare import _split_point, iter_pieces, prepare
 
 TEXT = (
     "def f(x):\n    return x + 1  \n\nclass A:\n    pass\n"
@@ -178,7 +178,7 @@ def test_reading_a_data_folder(tmp_path):
 
 
 def test_default_corpus_is_standard_library_sources_within_a_budget():
-    from gpt.corpus import default_files
+    from gpt.data.corpus import default_files
 
     files = default_files(max_chars=200_000)
     assert files and all(f.suffix == ".py" and "encodings" not in f.parts for f in files)

@@ -1,4 +1,4 @@
-"""gpt.dist and `mpiexec -n 2 gpt train`: 2 ranks of batch B train exactly like 1 process of batch
+"""gpt.training.dist and `mpiexec -n 2 gpt train`: 2 ranks of batch B train exactly like 1 process of batch
 2B, their checkpoints resume exactly, ranks that disagree or hang end the job with a message.
 
 The MPI tests start the ranks themselves through the mpiexec of the `dist` extra (mpi4py + mpich
@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpt.checkpoint import CheckpointError, load_checkpoint
+from gpt.training.checkpoint import CheckpointError, load_checkpoint
 from gpt.data import prepare
-from gpt.dist import Distributed, GradientBuckets, launched_world_size
-from gpt.loader import BatchLoader, fixed_batches
-from gpt.progress import ProgressLine, read_metrics
-from gpt.train import train
-from gpt.train_config import TrainConfig
+from gpt.training.dist import Distributed, GradientBuckets, launched_world_size
+from gpt.data.loader import BatchLoader, fixed_batches
+from gpt.training.progress import ProgressLine, read_metrics
+from gpt.training.trainer import train
+from gpt.training.config import TrainConfig
 from nn import Parameter
 
 
@@ -252,7 +252,7 @@ def test_ranks_started_with_different_settings_stop_with_a_message(data_dir, tmp
 def test_a_rank_that_never_joins_a_collective_ends_the_job_instead_of_hanging():
     script = textwrap.dedent("""
         import time
-        from gpt.dist import Distributed
+        from gpt.training.dist import Distributed
         d = Distributed.from_environment(timeout_s=2)
         if d.rank == 0:
             d.allreduce_mean_scalar(1.0)
@@ -269,11 +269,11 @@ def test_an_error_on_one_rank_ends_every_rank_at_once_with_its_message(data_dir,
     script = textwrap.dedent(f"""
         import sys
         from mpi4py import MPI
-        import gpt.train
+        import gpt.training.trainer
         if MPI.COMM_WORLD.Get_rank() == 1:
             def broken(self, metrics):
                 raise OSError("disk on fire")
-            gpt.train.Trainer._evaluate = broken
+            gpt.training.trainer.Trainer._evaluate = broken
         from gpt.cli import main
         sys.exit(main(sys.argv[1:]))
     """)
@@ -289,14 +289,14 @@ def test_ranks_whose_weights_drift_apart_are_stopped_at_the_next_checkpoint(data
     script = textwrap.dedent("""
         import sys
         from mpi4py import MPI
-        import gpt.train
+        import gpt.training.trainer
         if MPI.COMM_WORLD.Get_rank() == 1:
-            step = gpt.train.Trainer._train_step
+            step = gpt.training.trainer.Trainer._train_step
             def drifting(self, lr):
                 out = step(self, lr)
                 next(iter(self.model.parameters())).data[0] += 1e-3   # a bug on rank 1 only
                 return out
-            gpt.train.Trainer._train_step = drifting
+            gpt.training.trainer.Trainer._train_step = drifting
         from gpt.cli import main
         sys.exit(main(sys.argv[1:]))
     """)

@@ -1,11 +1,11 @@
-"""gpt.evaluate.evaluate_split: the loss over every token of a split, each predicted once."""
+"""gpt.training.evaluate.evaluate_split: the loss over every token of a split, each predicted once."""
 import numpy as np
 import pytest
 
 from autograd import no_grad
-from gpt.config import GPTConfig
-from gpt.evaluate import evaluate_split
-from gpt.model import GPT
+from gpt.model.config import GPTConfig
+from gpt.training.evaluate import evaluate_split
+from gpt.model.gpt import GPT
 
 
 def _model(block_size=8):

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 import autograd
-from gpt import fast_decode
-from gpt import sample as S
-from gpt.config import GPTConfig
-from gpt.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
+from gpt.inference import fast_decode
+from gpt.inference import sample as S
+from gpt.model.config import GPTConfig
+from gpt.inference.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
                           window_start)
-from gpt.model import GPT
+from gpt.model.gpt import GPT
 
 POSITIONS = ("learned", "sinusoidal", "rope")
 _MODELS: dict = {}
@@ -187,7 +187,7 @@ def test_one_beam_equals_greedy():
     model = tiny("rope")
     np.testing.assert_array_equal(generate(model, [[3, 3, 7]], 15, num_beams=1, temperature=0),
                                   generate(model, [[3, 3, 7]], 15, temperature=0))
-    from gpt.generate import beam_generate
+    from gpt.inference.generate import beam_generate
     np.testing.assert_array_equal(beam_generate(model, np.array([3, 3, 7]), 15, 1)[0],
                                   generate(model, [[3, 3, 7]], 15, temperature=0)[0])
 
@@ -313,8 +313,8 @@ def test_greedy_on_the_gpu_equals_the_cpu():
 def write_run(tmp_path):
     import json
 
-    from gpt.char_tokenizer import CharTokenizer
-    from gpt.checkpoint import save_checkpoint
+    from gpt.data.char_tokenizer import CharTokenizer
+    from gpt.training.checkpoint import save_checkpoint
 
     tok = CharTokenizer.train(["abcdefgh ij\n"], special_tokens=["<|endoftext|>"])
     autograd.manual_seed(3)

@@ -189,7 +189,7 @@ def test_gpt_train_on_cuda_runs_in_every_precision(data_dir, tmp_path, precision
                "--n-head", "2", "--block-size", "32", "--batch-size", "4", "--eval-interval", "3",
                "--eval-batches", "1", "--samples", "1", "--sample-tokens", "8"])
     assert rc == 0
-    from gpt.checkpoint import load_model
+    from gpt.training.checkpoint import load_model
 
     model, _, _ = load_model(tmp_path / precision, device="cpu")     # float32 on the CPU
     assert all(p.dtype == np.float32 for p in model.parameters())
@@ -200,7 +200,7 @@ def test_gpt_train_on_cuda_runs_in_every_precision(data_dir, tmp_path, precision
 
 @gpu
 def test_loader_copies_batches_to_the_gpu_unchanged():
-    from gpt.loader import BatchLoader
+    from gpt.data.loader import BatchLoader
 
     tokens = np.arange(5000, dtype=np.uint16)
     cpu = BatchLoader(tokens, 4, 16, seed=3, device="cpu")

@@ -157,8 +157,8 @@ def test_log_slope_recovers_a_geometric_rate():
 
 # ---- measurements on a GPT -------------------------------------------------------------------------
 def _tiny_gpt(seed=0, **kw):
-    from gpt.config import GPTConfig
-    from gpt.model import GPT
+    from gpt.model.config import GPTConfig
+    from gpt.model.gpt import GPT
 
     fields = dict(vocab_size=64, block_size=8, n_layer=3, n_head=2, n_embd=16)
     fields.update(kw)

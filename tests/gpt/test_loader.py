@@ -1,10 +1,10 @@
-"""gpt.loader: windows are shifted slices of the data; the generator's state restores exactly."""
+"""gpt.data.loader: windows are shifted slices of the data; the generator's state restores exactly."""
 import json
 
 import numpy as np
 import pytest
 
-from gpt.loader import BatchLoader, fixed_batches
+from gpt.data.loader import BatchLoader, fixed_batches
 
 
 def test_windows_are_contiguous_slices_and_targets_are_shifted_by_one():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from gpt import sample as S
+from gpt.inference import sample as S
 
 
 def logits_of(probs):

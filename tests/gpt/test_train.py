@@ -1,4 +1,4 @@
-"""gpt.train: exact resume (straight, saved and interrupted), divergence, checkpoints, run folder."""
+"""gpt.training.trainer: exact resume (straight, saved and interrupted), divergence, checkpoints, run folder."""
 import io
 import json
 import math
@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from gpt.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
+from gpt.training.checkpoint import CheckpointError, load_checkpoint, load_model, save_checkpoint
 from gpt.data import prepare
-from gpt.progress import ProgressLine, read_metrics
-from gpt.evaluate import sample_ids
-from gpt.train import Trainer, TrainingDiverged, lr_at, param_groups, train
-from gpt.train_config import TrainConfig
+from gpt.training.progress import ProgressLine, read_metrics
+from gpt.training.evaluate import sample_ids
+from gpt.training.trainer import Trainer, TrainingDiverged, lr_at, param_groups, train
+from gpt.training.config import TrainConfig
 
 
 def _text(n_words=4000, seed=0):

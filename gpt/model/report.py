@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gpt.config import GPTConfig
+from gpt.model.config import GPTConfig
 
 
 def flops_per_token(cfg: GPTConfig, seq_len: int | None = None) -> int:

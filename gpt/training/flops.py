@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from gpt.report import flops_per_token as _count_flops
+from gpt.model.report import flops_per_token as _count_flops
 
 
 def flops_per_token(cfg: Any, T: int) -> float:
     """Training FLOPs per token (forward + backward) of a GPTConfig at context length T: the
-    6N + 12 L C T rule, counted once in gpt.report from the config's own parameter formulas."""
+    6N + 12 L C T rule, counted once in gpt.model.report from the config's own parameter formulas."""
     return float(_count_flops(cfg, T))
 
 

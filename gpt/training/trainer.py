@@ -4,7 +4,7 @@ A run folder holds
     config.json       the settings, the model config and the data folder used
     tokenizer.json    the tokenizer of the data
     metrics.jsonl     one JSON object per log step and per evaluation
-    latest.safetensors, best.safetensors   checkpoints (gpt.checkpoint)
+    latest.safetensors, best.safetensors   checkpoints (gpt.training.checkpoint)
     summary.json      written at the end
 
 Exact resume: a checkpoint taken between two optimizer steps holds the weights, the AdamW
@@ -12,7 +12,7 @@ moments and step count, the step, the data generator's state and the dropout gen
 state; the learning rate is a function of the step. So N steps, save, resume, N more steps
 gives the weights of 2N steps straight, bit for bit on the CPU (tests/gpt/test_train.py).
 
-Data-parallel (`mpiexec -n N gpt train`, gpt.dist): B is the batch per rank and a step sees a
+Data-parallel (`mpiexec -n N gpt train`, gpt.training.dist): B is the batch per rank and a step sees a
 global batch of N x B windows, drawn by one generator that every rank runs alike, so N ranks of
 batch B train like one process of batch N x B (tests/gpt/test_dist.py). Gradients are averaged
 over ranks after the last micro-batch, before clipping; evaluation batches are split the same
@@ -33,15 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from gpt.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
-from gpt.data import atomic_write_text, load_tokenizer, open_tokens, read_meta, eot_id
-from gpt.dist import check_resume_world_size, weights_checksum
-from gpt.evaluate import evaluate, loss_value, sample_ids
-from gpt.flops import flops_per_token, measure_peak_flops
-from gpt.loader import BatchLoader, fixed_batches
-from gpt.progress import MetricsLog, ProgressLine, StopFlag, format_count
-from gpt.rng import get_rng_state, set_rng_state
-from gpt.train_config import FROZEN_ON_RESUME, TrainConfig
+from gpt.training.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
+from gpt.files import atomic_write_text
+from gpt.data import load_tokenizer, open_tokens, read_meta, eot_id
+from gpt.training.dist import check_resume_world_size, weights_checksum
+from gpt.training.evaluate import evaluate, loss_value, sample_ids
+from gpt.training.flops import flops_per_token, measure_peak_flops
+from gpt.data.loader import BatchLoader, fixed_batches
+from gpt.training.progress import MetricsLog, ProgressLine, StopFlag, format_count
+from gpt.training.rng import get_rng_state, set_rng_state
+from gpt.training.config import FROZEN_ON_RESUME, TrainConfig
 
 RUNS_ROOT = "runs"
 
@@ -97,7 +98,7 @@ class Trainer:
                  runs_root: str = RUNS_ROOT, dist=None):
         self.cfg = cfg
         self.explicit = set(explicit or ())
-        self.dist = dist             # a gpt.dist.Distributed under MPI, else None
+        self.dist = dist             # a gpt.training.dist.Distributed under MPI, else None
         self.world_size = dist.world_size if dist is not None else 1
         self.is_main = dist is None or dist.is_main  # rank 0 under MPI: the only one that writes
         self.out = out or ProgressLine(enabled=self.is_main)
@@ -150,8 +151,8 @@ class Trainer:
         self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
 
         from autograd import keep_freed_memory, manual_seed
-        from gpt.config import GPTConfig
-        from gpt.model import GPT
+        from gpt.model.config import GPTConfig
+        from gpt.model.gpt import GPT
         from nn.optim import AdamW
 
         self.model_cfg = GPTConfig.from_dict(cfg.model_dict(V))
@@ -226,7 +227,7 @@ class Trainer:
                     val_fraction=cfg.val_fraction, workers=cfg.workers, max_chars=cfg.max_chars,
                     tokenizer_max_chars=cfg.max_chars, verbose=True)
             return d
-        from gpt.corpus import default_data_dir
+        from gpt.data.corpus import default_data_dir
 
         return default_data_dir(self.runs_root, cfg.vocab_size, char=cfg.char, max_chars=cfg.max_chars,
                                 val_fraction=cfg.val_fraction, workers=cfg.workers)
@@ -286,7 +287,7 @@ class Trainer:
 
     # -- hooks for data-parallel training (no-ops on one process) ------------------------------
     def reduce_gradients(self) -> None:
-        """Average gradients across ranks (gpt.dist); one process: nothing to do."""
+        """Average gradients across ranks (gpt.training.dist); one process: nothing to do."""
         if self.dist is not None:
             self.allreduce_s += self.dist.allreduce_gradients(list(self.model.parameters()))
 
@@ -518,5 +519,5 @@ class Trainer:
 def train(cfg: TrainConfig, explicit: set | None = None, out: ProgressLine | None = None,
           runs_root: str = RUNS_ROOT, dist=None) -> RunResult:
     """Run training as `cfg` says; returns the run's result (the model is in .model).
-    dist: a gpt.dist.Distributed to train data-parallel over MPI ranks (None: one process)."""
+    dist: a gpt.training.dist.Distributed to train data-parallel over MPI ranks (None: one process)."""
     return Trainer(cfg, explicit, out, runs_root, dist).run()

@@ -3,7 +3,7 @@
 Shapes: B = batch, T = time (tokens), C = n_embd, V = vocab_size, L = n_layer.
 
     idx (B, T) int -> wte -> (B, T, C)  [+ wpe (learned) or the sinusoidal table]
-      -> Block x L (gpt/block.py) -> ln_f (pre-norm only) -> @ W_out (C, V) -> logits (B, T, V)
+      -> Block x L (gpt/model/block.py) -> ln_f (pre-norm only) -> @ W_out (C, V) -> logits (B, T, V)
 
 Parameter names are GPT-2's (transformer.wte, transformer.wpe, transformer.h.{i}.ln_1,
 .attn.c_attn, .attn.c_proj, .ln_2, .mlp.c_fc, .mlp.c_proj, transformer.ln_f, lm_head), so
@@ -23,8 +23,8 @@ import numpy as np
 import autograd
 import nn
 from autograd import Tensor, backend
-from gpt.block import Block, make_norm
-from gpt.config import GPTConfig
+from gpt.model.block import Block, make_norm
+from gpt.model.config import GPTConfig
 
 
 class GPT(nn.Module):
@@ -101,26 +101,26 @@ class GPT(nn.Module):
 
     @property
     def records(self) -> list:
-        """Per block, the dict of activations of the last forward (see gpt/block.py)."""
+        """Per block, the dict of activations of the last forward (see gpt/model/block.py)."""
         return [block.record for block in self.transformer.h]
 
     def report(self, dtype: Any = None) -> str:
-        """Parameter breakdown, weights and KV-cache bytes per token (gpt/report.py)."""
-        from gpt.report import report
+        """Parameter breakdown, weights and KV-cache bytes per token (gpt/model/report.py)."""
+        from gpt.model.report import report
 
         return report(self.config, dtype or self.dtype, built_params=self.num_params())
 
     def generate(self, idx: Any, max_new_tokens: int, **kwargs):
-        """Prompt + generated ids (int64 numpy); a thin wrapper of gpt.generate.generate, whose
+        """Prompt + generated ids (int64 numpy); a thin wrapper of gpt.inference.generate.generate, whose
         docstring lists the options (temperature, top_k, top_p, repetition_penalty, stop,
         use_cache, seed, num_samples, num_beams, tokenizer)."""
-        from gpt.generate import generate
+        from gpt.inference.generate import generate
 
         return generate(self, idx, max_new_tokens, **kwargs)
 
     def stream(self, idx: Any, max_new_tokens: int, **kwargs):
-        """Yield the new token of each row (int64 (N,)) step by step; see gpt.generate.stream."""
-        from gpt.generate import stream
+        """Yield the new token of each row (int64 (N,)) step by step; see gpt.inference.generate.stream."""
+        from gpt.inference.generate import stream
 
         return stream(self, idx, max_new_tokens, **kwargs)
 

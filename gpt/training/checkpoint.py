@@ -130,8 +130,8 @@ def tokenizer_from_meta(meta: dict[str, Any]):
 def load_model(path_or_run_dir: str | os.PathLike, device: str = "cpu"):
     """(model in eval mode, tokenizer or None, meta) from a checkpoint file or a run folder
     (its best.safetensors, else latest.safetensors)."""
-    from gpt.config import GPTConfig
-    from gpt.model import GPT
+    from gpt.model.config import GPTConfig
+    from gpt.model.gpt import GPT
 
     ckpt = load_checkpoint(path_or_run_dir, device="cpu")
     if "config" not in ckpt.meta:

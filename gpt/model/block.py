@@ -19,7 +19,7 @@ them before `backward()`:
 from __future__ import annotations
 
 import nn
-from gpt.config import GPTConfig
+from gpt.model.config import GPTConfig
 
 RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
 

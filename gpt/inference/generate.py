@@ -36,8 +36,8 @@ import numpy as np
 import autograd
 from autograd import Tensor
 from autograd.backend import device_of, to_device
-from gpt import fast_decode
-from gpt import sample as S
+from gpt.inference import fast_decode
+from gpt.inference import sample as S
 
 PAD = -1  # fills finished rows in returned arrays and "no new token" slots in streams
 

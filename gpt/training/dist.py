@@ -274,7 +274,7 @@ class Distributed:
 def check_resume_world_size(meta: dict, world_size: int, path) -> None:
     """Raise (on every rank alike) when a checkpoint was written by another number of ranks: its
     step meant a global batch of that many x --batch-size, and its data position with it."""
-    from gpt.checkpoint import CheckpointError
+    from gpt.training.checkpoint import CheckpointError
 
     saved = int(meta.get("world_size", 1))  # checkpoints from before data-parallel runs: one process
     if saved != world_size:
