@@ -1,169 +1,111 @@
-"""The BPE trainer: chunk counts in, merges out, incrementally.
-
-Data structures (a corpus of C distinct chunks):
-
-- ``words[w]``: chunk ``w`` as a ``str`` holding one character per token, ``chr(id)``
-  (bytes at first), so ``str.find`` and ``str.replace`` scan and merge in C;
-  ``counts[w]`` is how often the chunk occurs. Chunks of one byte hold no pair and
-  are dropped.
-- ``pairs[p]``: how often pair ``p`` occurs, weighted by chunk counts. A pair is the
-  2-character string of its tokens, which orders like the tuple ``(left, right)``.
-- ``where[p]``: the chunks that held the pair when it was added (a superset: chunks
-  that lost it since are skipped by a ``str.find`` when scanned).
-- a heap of ints ``-count * 2**42 + left * 2**21 + right``: the smallest entry is the
-  pair with the highest count, and among equal counts the smallest ``(left, right)``.
-  Entries are not updated when a count drops; a popped entry whose count is stale is
-  pushed back with its current count (lazy invalidation). This is exact because a
-  pair's count only grows in the merge that creates one of its two tokens, and those
-  pairs are pushed after that merge.
-
-Tie rule (documented, machine independent): the next merge is the pair with the highest
-count; among equal counts, the pair whose ``(left_id, right_id)`` is lexicographically
-smallest. Within a chunk, occurrences are merged left to right without overlap
-(``a a a`` with pair ``(a, a)`` becomes ``aa a``).
-
-A merge of pair ``(a, b)`` into ``c`` visits only the chunks in ``where[(a, b)]``; for
-each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` and
-``(b, y) -> (c, y)``.
-"""
+"""Training orchestration: check the arguments, count chunks, learn merges, build a Tokenizer."""
 from __future__ import annotations
 
-import heapq
+import os
 import sys
 import time
-from collections import Counter, defaultdict
-from operator import add
-from typing import Callable, Mapping
+import warnings
+from collections.abc import Iterable, Mapping
 
-from .bytepair import utf8
-
-
-class Progress:
-    """A one-line progress display (merges/s) on stderr, only when stderr is a TTY."""
-
-    def __init__(self, total: int, enabled: bool | None = None, label: str = "merges"):
-        self.total = total
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, done: int, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not final and now - self.last < 0.2:
-            return
-        self.last = now
-        dt = max(now - self.t0, 1e-9)
-        sys.stderr.write(f"\r{self.label}: {done}/{self.total}  {done / dt:,.0f}/s  {dt:.1f}s ")
-        if final:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+from .corpus import default_corpus_files, expand_inputs
+from .count import count_files, count_texts
+from .patterns import resolve_pattern
+from .train import Progress, train_merges
 
 
-def train_merges(
-    chunk_counts: Mapping[str | bytes, int],
-    n_merges: int,
-    min_frequency: int = 1,
-    progress: Callable[[int], None] | None = None,
-) -> list[tuple[int, int]]:
-    """Learn up to ``n_merges`` merges from distinct chunks and their counts.
+def _special_ids(special_tokens, vocab_size: int) -> tuple[list[str], dict[str, int] | None]:
+    """Names in order, and explicit ids when a mapping was given."""
+    if isinstance(special_tokens, str):
+        special_tokens = [special_tokens]
+    if isinstance(special_tokens, Mapping):
+        names = list(special_tokens)
+        explicit = {s: int(i) for s, i in special_tokens.items()}
+    else:
+        names = list(special_tokens or ())
+        explicit = None
+    seen = set()
+    for s in names:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+        if s in seen:
+            raise ValueError(f"duplicate special token {s!r} in special_tokens")
+        seen.add(s)
+    if explicit is not None and len(set(explicit.values())) != len(explicit):
+        raise ValueError(f"special tokens share an id: {explicit}")
+    return names, explicit
 
-    Returns a list of ``(left_id, right_id)``; merge ``k`` creates id ``256 + k``. Fewer
-    merges come back when no pair occurs ``min_frequency`` times any more.
-    """
-    if n_merges <= 0:
-        return []
-    if 256 + n_merges > sys.maxunicode + 1:
-        raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
-    min_frequency = max(1, int(min_frequency))
 
-    # A chunk is a str with one character per token (chr(id)): str.find and str.replace
-    # then scan and merge in C, and a pair is the 2-character string of its two tokens,
-    # which compares like the tuple (left_id, right_id).
-    words: list[str] = []
-    counts: list[int] = []
-    for chunk, n in chunk_counts.items():
-        b = utf8(chunk) if isinstance(chunk, str) else bytes(chunk)
-        if len(b) >= 2 and n > 0:
-            words.append(b.decode("latin-1"))
-            counts.append(int(n))
+def _summarize_warnings(caught, quiet_unicode: bool, log) -> None:
+    """Re-raise warnings from counting; those about non-UTF-8 files become one warning."""
+    bad = [w for w in caught if issubclass(w.category, UnicodeWarning)]
+    for w in caught:
+        if not issubclass(w.category, UnicodeWarning):
+            warnings.warn(w.message, w.category, stacklevel=4)
+    if not bad:
+        return
+    if len(bad) == 1:
+        msg = str(bad[0].message)
+    else:
+        msg = f"{len(bad)} corpus files hold bytes that are not UTF-8; the first: {bad[0].message}"
+    if quiet_unicode:  # a few test files of the standard library are not UTF-8 on purpose
+        log(msg)
+    else:
+        warnings.warn(msg, UnicodeWarning, stacklevel=4)
 
-    pairs: defaultdict[str, int] = defaultdict(int)
-    where: defaultdict[str, list[int]] = defaultdict(list)
-    pget = pairs.get
-    once: list[str] = []
-    for wi, w in enumerate(words):
-        n = counts[wi]
-        ps = list(map(add, w, w[1:]))
-        if n == 1:
-            once += ps
-        else:
-            for p in ps:
-                pairs[p] += n
-        for p in ps:
-            where[p].append(wi)
-    for p, n in Counter(once).items():
-        pairs[p] += n
-    del once
 
-    # Heap entries are ints: -count * 2**42 + left * 2**21 + right (ids < 2**21), so the
-    # smallest entry is the highest count, then the smallest (left, right).
-    heap = [(ord(p[0]) << 21 | ord(p[1])) - (c << 42) for p, c in pairs.items() if c >= min_frequency]
-    heapq.heapify(heap)
-    heappop, heappush = heapq.heappop, heapq.heappush
-    MASK = (1 << 21) - 1
+def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
+                    workers, verbose, progress):
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    pattern = resolve_pattern(pattern)
+    names, explicit = _special_ids(special_tokens, vocab_size)
+    if vocab_size < 256 + len(names):
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: it must be at least 256 (one token per byte)"
+            f" + {len(names)} special token(s) = {256 + len(names)}"
+        )
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    n_merges = vocab_size - 256 - len(names)
+    log = (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
 
-    merges: list[tuple[int, int]] = []
-    while heap and len(merges) < n_merges:
-        v = heappop(heap)
-        key = v & ((1 << 42) - 1)
-        a = chr(key >> 21)
-        b = chr(key & MASK)
-        ab = a + b
-        cur = pget(ab, 0)
-        if cur != -(v >> 42):  # stale entry: the count dropped since it was pushed
-            if cur >= min_frequency:
-                heappush(heap, key - (cur << 42))
-            continue
-        c = chr(256 + len(merges))
-        merges.append((ord(a), ord(b)))
-        touched: set[str] = set()
-        tadd = touched.add
-        for wi in where.pop(ab):
-            w = words[wi]
-            i = w.find(ab)
-            if i < 0:
-                continue  # the chunk lost this pair since it was indexed
-            n = counts[wi]
-            last = len(w) - 2
-            end = -1  # where the previous occurrence in this chunk ended
-            while i >= 0:
-                if i > 0:
-                    x = c if end == i else w[i - 1]
-                    k = x + a
-                    pairs[k] -= n
-                    k = x + c
-                    pairs[k] += n
-                    tadd(k)
-                    where[k].append(wi)
-                if i < last:
-                    y = w[i + 2]
-                    k = b + y
-                    pairs[k] -= n
-                    k = c + y
-                    pairs[k] += n
-                    tadd(k)
-                    where[k].append(wi)
-                end = i + 2
-                i = w.find(ab, end)
-            words[wi] = w.replace(ab, c)
-        del pairs[ab]
-        for k in touched:
-            n = pairs[k]
-            if n >= min_frequency:
-                heappush(heap, (ord(k[0]) << 21 | ord(k[1])) - (n << 42))
-        if progress is not None:
-            progress(len(merges))
-    return merges
+    t0 = time.perf_counter()
+    if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
+        texts, inputs = inputs, None  # a generator or other iterable of texts
+    if texts is None:
+        files = default_corpus_files() if inputs is None else expand_inputs(inputs)
+        if not files:
+            raise ValueError("no input files to train on")
+        log(f"counting chunks in {len(files)} file(s)")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            counts = count_files(files, pattern, workers, special_tokens=names)
+        _summarize_warnings(caught, quiet_unicode=inputs is None, log=log)
+        source = f"{len(files)} file(s)"
+    else:
+        counts = count_texts(texts, pattern, workers, special_tokens=names)
+        source = "the given texts"
+    if not counts:
+        raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
+    t1 = time.perf_counter()
+    log(f"{len(counts):,} distinct chunks ({sum(counts.values()):,} in all) counted in {t1 - t0:.2f}s")
+
+    bar = Progress(n_merges, enabled=show)
+    merges = train_merges(counts, n_merges, min_frequency, progress=bar if show else None)
+    bar(len(merges), final=True)
+    t2 = time.perf_counter()
+    log(f"{len(merges):,} merges in {t2 - t1:.2f}s ({len(merges) / max(t2 - t1, 1e-9):,.0f} merges/s)")
+    if len(merges) < n_merges:
+        warnings.warn(
+            f"the corpus supports only {len(merges)} merges (no pair occurs {min_frequency} time(s) any "
+            f"more), fewer than the {n_merges} that vocab_size={vocab_size} asks for; the vocabulary "
+            f"is smaller",
+            stacklevel=3,
+        )
+    first_special = 256 + len(merges)
+    if explicit is None:
+        specials = {s: first_special + j for j, s in enumerate(names)}
+    else:
+        specials = explicit
+    return cls.from_merges(merges, pattern, specials)

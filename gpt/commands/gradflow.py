@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpt.model.config import MLP_CHOICES, POS_CHOICES
+
 NAME = "gradflow"
 HELP = "study gradient norms and Jacobians through residual paths (depth x variant x seed)"
 
@@ -41,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
     m.add_argument("--block-size", type=int, default=32, help="tokens per sequence T (default 32)")
     m.add_argument("--batch-size", type=int, default=8, help="sequences per batch B (default 8)")
-    m.add_argument("--pos", default="learned", choices=["learned", "sinusoidal", "rope"])
-    m.add_argument("--mlp", default="gelu", choices=["gelu", "swiglu", "moe"])
+    m.add_argument("--pos", default="learned", choices=POS_CHOICES)
+    m.add_argument("--mlp", default="gelu", choices=MLP_CHOICES)
     m.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     m.add_argument("--corpus", nargs="+", default=[], metavar="PATH",
                    help="text files/folders/globs read as bytes (default: the Python stdlib sources)")

@@ -23,7 +23,9 @@ Variant semantics (what the model builds for each field):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,30 +35,60 @@ MLP_CHOICES = ("gelu", "swiglu", "moe")
 _REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 
 
+def _setting(default: Any = dataclasses.MISSING, help: str = "", choices: tuple | None = None) -> Any:
+    """A field that carries its help text and choice list, so the CLI and the training settings
+    read them from here instead of restating them."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One GPTConfig field as a command line or a config file sees it."""
+
+    name: str
+    type: type          # int, float, str or bool (None allowed where the default is None)
+    default: Any        # dataclasses.MISSING for the required shape fields
+    help: str
+    choices: tuple | None
+
+
+@functools.lru_cache(maxsize=None)
+def settings() -> tuple[Setting, ...]:
+    """Every GPTConfig field, in declaration order, with its type, default, help and choices."""
+    hints = typing.get_type_hints(GPTConfig)
+    out = []
+    for f in dataclasses.fields(GPTConfig):
+        typ = hints[f.name]
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        out.append(Setting(f.name, args[0] if args else typ, f.default, f.metadata["help"],
+                           f.metadata["choices"]))
+    return tuple(out)
+
+
 @dataclass
 class GPTConfig:
     """The model's shape and variant. All fields are plain numbers/strings (JSON-friendly)."""
 
-    vocab_size: int
-    block_size: int
-    n_layer: int
-    n_head: int
-    n_embd: int
-    dropout: float = 0.0
-    bias: bool = True
-    tie_weights: bool = True
-    pos: str = "learned"
-    norm: str = "layernorm"
-    mlp: str = "gelu"
-    mlp_hidden: int | None = None
-    n_experts: int = 4
-    moe_top_k: int = 2
-    moe_aux_coef: float = 0.01
-    prenorm: bool = True
-    residual: bool = True
-    norm_eps: float = 1e-5
-    rope_base: float = 10000.0
-    init_std: float = 0.02
+    vocab_size: int = _setting(help="vocabulary size V")
+    block_size: int = _setting(help="context length T")
+    n_layer: int = _setting(help="transformer blocks")
+    n_head: int = _setting(help="attention heads")
+    n_embd: int = _setting(help="embedding width C")
+    dropout: float = _setting(0.0, "dropout probability")
+    bias: bool = _setting(True, "biases in linear layers and norms")
+    tie_weights: bool = _setting(True, "share the token embedding with the output layer")
+    pos: str = _setting("learned", "positions", POS_CHOICES)
+    norm: str = _setting("layernorm", "normalisation", NORM_CHOICES)
+    mlp: str = _setting("gelu", "feed-forward kind", MLP_CHOICES)
+    mlp_hidden: int | None = _setting(None, "feed-forward width (default 4 x n_embd; SwiGLU: 8/3 x n_embd)")
+    n_experts: int = _setting(4, "experts of the MoE feed-forward")
+    moe_top_k: int = _setting(2, "experts per token of the MoE feed-forward")
+    moe_aux_coef: float = _setting(0.01, "weight of the MoE load-balancing loss")
+    prenorm: bool = _setting(True, "pre-norm blocks (GPT-2); off: the 2017 post-norm")
+    residual: bool = _setting(True, "residual connections (off only for gradient studies)")
+    norm_eps: float = _setting(1e-5, "epsilon of the norms")
+    rope_base: float = _setting(10000.0, "base of the rotary frequencies")
+    init_std: float = _setting(0.02, "standard deviation of the initial weights")
 
     def __post_init__(self) -> None:
         self._validate()
@@ -68,13 +100,12 @@ class GPTConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive int, got {value!r}")
-        for name, choices in (("pos", POS_CHOICES), ("norm", NORM_CHOICES), ("mlp", MLP_CHOICES)):
-            value = getattr(self, name)
-            if value not in choices:
-                problems.append(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-        for name in ("bias", "tie_weights", "prenorm", "residual"):
-            if not isinstance(getattr(self, name), bool):
-                problems.append(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for s in settings():
+            value = getattr(self, s.name)
+            if s.choices and value not in s.choices:
+                problems.append(f"{s.name} must be one of {', '.join(map(repr, s.choices))}, got {value!r}")
+            if s.type is bool and not isinstance(value, bool):
+                problems.append(f"{s.name} must be True or False, got {value!r}")
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             problems.append(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.mlp_hidden is not None and (

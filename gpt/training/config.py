@@ -17,12 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Settings that become GPTConfig fields (the other fields are about data and training).
-MODEL_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias",
-              "tie_weights", "pos", "norm", "mlp", "mlp_hidden", "n_experts", "moe_top_k",
-              "prenorm", "residual")
+from gpt.model.config import GPTConfig, settings as model_settings
+
+# The model's settings are GPTConfig's own fields (names, types, help, choices and checks, read
+# from gpt.model.config); training only picks defaults small enough for a laptop CPU.
+MODEL_DEFAULTS = {"vocab_size": 2048, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128}
+MODEL_HELP = {"vocab_size": "vocabulary size of a trained tokenizer (a --data folder sets its own)"}
+MODEL_KEYS = tuple(s.name for s in model_settings())
 # Settings a resumed run may not change: they would change the model or the data it reads.
 FROZEN_ON_RESUME = MODEL_KEYS + ("batch_size", "seed", "char")
+GROUP_TITLES = {"data": "data", "model": "model", "optim": "optimisation", "run": "run"}
 
 
 def _f(default, help: str, type=None, group: str = "training", choices=None, nargs=None):
@@ -33,7 +37,9 @@ def _f(default, help: str, type=None, group: str = "training", choices=None, nar
 
 
 @dataclass
-class TrainConfig:
+class _RunSettings:
+    """The settings about data, optimisation and the run; TrainConfig adds the model's."""
+
     # data
     input: list = _f([], "text files, folders or globs to train on (default: the Python "
                      "standard library's own sources)", str, "data", nargs="+")
@@ -44,23 +50,7 @@ class TrainConfig:
                                "--input; 3,000,000 of the default corpus)", int, "data")
     val_fraction: float = _f(0.1, "fraction of documents held out for validation", float, "data")
     workers: int | None = _f(None, "tokenizer worker processes (default: all cores, at most 8)", int, "data")
-    # model
-    vocab_size: int = _f(2048, "vocabulary size of a trained tokenizer (a --data folder sets its own)", int, "model")
-    block_size: int = _f(128, "context length T", int, "model")
-    n_layer: int = _f(4, "transformer blocks", int, "model")
-    n_head: int = _f(4, "attention heads", int, "model")
-    n_embd: int = _f(128, "embedding width C", int, "model")
-    dropout: float = _f(0.0, "dropout probability", float, "model")
-    bias: bool = _f(True, "biases in linear layers and norms", bool, "model")
-    tie_weights: bool = _f(True, "share the token embedding with the output layer", bool, "model")
-    pos: str = _f("learned", "positions", str, "model", ("learned", "sinusoidal", "rope"))
-    norm: str = _f("layernorm", "normalisation", str, "model", ("layernorm", "rmsnorm"))
-    mlp: str = _f("gelu", "feed-forward kind", str, "model", ("gelu", "swiglu", "moe"))
-    mlp_hidden: int | None = _f(None, "feed-forward width (default 4 x n_embd)", int, "model")
-    n_experts: int = _f(4, "experts of the MoE feed-forward", int, "model")
-    moe_top_k: int = _f(2, "experts per token of the MoE feed-forward", int, "model")
-    prenorm: bool = _f(True, "pre-norm blocks (GPT-2); --no-prenorm is the 2017 post-norm", bool, "model")
-    residual: bool = _f(True, "residual connections (off only for gradient studies)", bool, "model")
+
     # optimisation
     batch_size: int = _f(16, "sequences per micro-batch B", int, "optim")
     grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
@@ -93,6 +83,13 @@ class TrainConfig:
     top_k: int | None = _f(50, "sample from the k most likely tokens", int, "run")
     prompt: str | None = _f(None, "prompt of the samples (default: a new document)", str, "run")
 
+
+def _model_field(s) -> tuple[str, type, Any]:
+    default = MODEL_DEFAULTS.get(s.name, s.default)
+    return s.name, Any, _f(default, MODEL_HELP.get(s.name, s.help), s.type, "model", s.choices)
+
+
+class _Methods:
     # ---- derived and checked ------------------------------------------------------------
     def model_dict(self, vocab_size: int) -> dict:
         d = {k: getattr(self, k) for k in MODEL_KEYS}
@@ -100,33 +97,54 @@ class TrainConfig:
         return d
 
     def validate(self) -> None:
+        """Every setting checked before anything is read or written; one error lists them all."""
         errors = []
-        for name in ("block_size", "n_layer", "n_head", "n_embd", "batch_size", "grad_accum",
-                     "eval_interval", "eval_batches", "log_interval"):
-            if getattr(self, name) < 1:
-                errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.max_steps < 0:
-            errors.append(f"--max-steps must be >= 0, got {self.max_steps}")
-        if self.n_embd % self.n_head:
-            errors.append(f"--n-embd {self.n_embd} is not divisible by --n-head {self.n_head}")
-        if not 0.0 <= self.dropout < 1.0:
-            errors.append(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.lr <= 0 or self.min_lr < 0:
-            errors.append(f"--lr must be > 0 and --min-lr >= 0, got {self.lr}, {self.min_lr}")
+        for name in ("batch_size", "grad_accum", "eval_interval", "eval_batches", "log_interval",
+                     "checkpoint_interval", "lr_decay_steps", "workers"):
+            value = getattr(self, name, None)
+            if value is not None and value < 1:
+                errors.append(f"{_flag(name)} must be >= 1, got {value}")
+        for name in ("max_steps", "warmup_steps", "samples", "sample_tokens", "grad_clip", "weight_decay",
+                     "min_lr", "max_chars"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                errors.append(f"{_flag(name)} must be >= 0, got {value}")
+        for name in ("lr", "time_budget", "peak_flops", "eps", "temperature"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                errors.append(f"{_flag(name)} must be > 0, got {value}")
+        if not 0.0 < self.val_fraction < 1.0:
+            errors.append(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                errors.append(f"{_flag(name)} must be in [0, 1), got {getattr(self, name)}")
         if self.data and self.input:
             errors.append("give either --data (a prepared folder) or --input (text), not both")
-        if getattr(self, "precision", "fp32") != "fp32" and self.device == "cpu":
+        if self.precision != "fp32" and self.device == "cpu":
             errors.append(f"--precision {self.precision} needs --device cuda (the CPU path computes in float32)")
         for name, f in _fields().items():
             choices = f.metadata["choices"]
-            if choices and getattr(self, name) not in choices:
-                errors.append(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, "
-                              f"got {getattr(self, name)!r}")
+            if choices and f.metadata["group"] != "model" and getattr(self, name) not in choices:
+                errors.append(f"{_flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        try:  # the model's own checks, with the model's own messages
+            GPTConfig(**self.model_dict(self.vocab_size))
+        except ValueError as exc:
+            errors.append(str(exc).removeprefix("invalid GPTConfig: "))
         if errors:
             raise ValueError("; ".join(errors))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+TrainConfig = dataclasses.make_dataclass(
+    "TrainConfig", [_model_field(s) for s in model_settings()], bases=(_Methods, _RunSettings))
+TrainConfig.__doc__ = "Every setting of a training run: the data, the model (GPTConfig's fields), the optimiser, the run."
+TrainConfig.__module__ = __name__
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _fields() -> dict[str, dataclasses.Field]:
@@ -220,12 +238,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     only the flags actually given override the config file and a resumed run."""
     parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
                         help="TOML (Python 3.11+) or JSON file of settings (same names as the flags)")
-    groups: dict[str, Any] = {}
-    titles = {"data": "data", "model": "model", "optim": "optimisation", "run": "run"}
+    groups = {g: parser.add_argument_group(title) for g, title in GROUP_TITLES.items()}
     for name, f in _fields().items():
         g = f.metadata["group"]
-        if g not in groups:
-            groups[g] = parser.add_argument_group(titles.get(g, g))
         flag = "--" + name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         help_ = f.metadata["help"] + (f" (default: {default})" if default not in (None, [], False) else "")

@@ -96,7 +96,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, monkeypatc
     cases = [
         (["train", "--data", str(tmp_path / "nowhere")], "data folder .*nowhere.* does not exist"),
         (["train", "--resume", str(tmp_path / "no.safetensors")], "no.safetensors.* does not exist"),
-        (["train", "--n-embd", "30", "--n-head", "4", "--data", str(tmp_path)], "not divisible by --n-head 4"),
+        (["train", "--n-embd", "30", "--n-head", "4", "--data", str(tmp_path)], "n_embd=30 must be divisible by n_head=4"),
         (["prepare", "--input", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")], "missing.txt"),
         (["train", "--config", str(tmp_path / "none.toml")], "config file .*none.toml.* does not exist"),
     ]

@@ -1,0 +1,169 @@
+"""The BPE trainer: chunk counts in, merges out, incrementally.
+
+Data structures (a corpus of C distinct chunks):
+
+- ``words[w]``: chunk ``w`` as a ``str`` holding one character per token, ``chr(id)``
+  (bytes at first), so ``str.find`` and ``str.replace`` scan and merge in C;
+  ``counts[w]`` is how often the chunk occurs. Chunks of one byte hold no pair and
+  are dropped.
+- ``pairs[p]``: how often pair ``p`` occurs, weighted by chunk counts. A pair is the
+  2-character string of its tokens, which orders like the tuple ``(left, right)``.
+- ``where[p]``: the chunks that held the pair when it was added (a superset: chunks
+  that lost it since are skipped by a ``str.find`` when scanned).
+- a heap of ints ``-count * 2**42 + left * 2**21 + right``: the smallest entry is the
+  pair with the highest count, and among equal counts the smallest ``(left, right)``.
+  Entries are not updated when a count drops; a popped entry whose count is stale is
+  pushed back with its current count (lazy invalidation). This is exact because a
+  pair's count only grows in the merge that creates one of its two tokens, and those
+  pairs are pushed after that merge.
+
+Tie rule (documented, machine independent): the next merge is the pair with the highest
+count; among equal counts, the pair whose ``(left_id, right_id)`` is lexicographically
+smallest. Within a chunk, occurrences are merged left to right without overlap
+(``a a a`` with pair ``(a, a)`` becomes ``aa a``).
+
+A merge of pair ``(a, b)`` into ``c`` visits only the chunks in ``where[(a, b)]``; for
+each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` and
+``(b, y) -> (c, y)``.
+"""
+from __future__ import annotations
+
+import heapq
+import sys
+import time
+from collections import Counter, defaultdict
+from operator import add
+from typing import Callable, Mapping
+
+from .bytepair import utf8
+
+
+class Progress:
+    """A one-line progress display (merges/s) on stderr, only when stderr is a TTY."""
+
+    def __init__(self, total: int, enabled: bool | None = None, label: str = "merges"):
+        self.total = total
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, done: int, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not final and now - self.last < 0.2:
+            return
+        self.last = now
+        dt = max(now - self.t0, 1e-9)
+        sys.stderr.write(f"\r{self.label}: {done}/{self.total}  {done / dt:,.0f}/s  {dt:.1f}s ")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def train_merges(
+    chunk_counts: Mapping[str | bytes, int],
+    n_merges: int,
+    min_frequency: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[int, int]]:
+    """Learn up to ``n_merges`` merges from distinct chunks and their counts.
+
+    Returns a list of ``(left_id, right_id)``; merge ``k`` creates id ``256 + k``. Fewer
+    merges come back when no pair occurs ``min_frequency`` times any more.
+    """
+    if n_merges <= 0:
+        return []
+    if 256 + n_merges > sys.maxunicode + 1:
+        raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
+    min_frequency = max(1, int(min_frequency))
+
+    # A chunk is a str with one character per token (chr(id)): str.find and str.replace
+    # then scan and merge in C, and a pair is the 2-character string of its two tokens,
+    # which compares like the tuple (left_id, right_id).
+    words: list[str] = []
+    counts: list[int] = []
+    for chunk, n in chunk_counts.items():
+        b = utf8(chunk) if isinstance(chunk, str) else bytes(chunk)
+        if len(b) >= 2 and n > 0:
+            words.append(b.decode("latin-1"))
+            counts.append(int(n))
+
+    pairs: defaultdict[str, int] = defaultdict(int)
+    where: defaultdict[str, list[int]] = defaultdict(list)
+    pget = pairs.get
+    once: list[str] = []
+    for wi, w in enumerate(words):
+        n = counts[wi]
+        ps = list(map(add, w, w[1:]))
+        if n == 1:
+            once += ps
+        else:
+            for p in ps:
+                pairs[p] += n
+        for p in ps:
+            where[p].append(wi)
+    for p, n in Counter(once).items():
+        pairs[p] += n
+    del once
+
+    # Heap entries are ints: -count * 2**42 + left * 2**21 + right (ids < 2**21), so the
+    # smallest entry is the highest count, then the smallest (left, right).
+    heap = [(ord(p[0]) << 21 | ord(p[1])) - (c << 42) for p, c in pairs.items() if c >= min_frequency]
+    heapq.heapify(heap)
+    heappop, heappush = heapq.heappop, heapq.heappush
+    MASK = (1 << 21) - 1
+
+    merges: list[tuple[int, int]] = []
+    while heap and len(merges) < n_merges:
+        v = heappop(heap)
+        key = v & ((1 << 42) - 1)
+        a = chr(key >> 21)
+        b = chr(key & MASK)
+        ab = a + b
+        cur = pget(ab, 0)
+        if cur != -(v >> 42):  # stale entry: the count dropped since it was pushed
+            if cur >= min_frequency:
+                heappush(heap, key - (cur << 42))
+            continue
+        c = chr(256 + len(merges))
+        merges.append((ord(a), ord(b)))
+        touched: set[str] = set()
+        tadd = touched.add
+        for wi in where.pop(ab):
+            w = words[wi]
+            i = w.find(ab)
+            if i < 0:
+                continue  # the chunk lost this pair since it was indexed
+            n = counts[wi]
+            last = len(w) - 2
+            end = -1  # where the previous occurrence in this chunk ended
+            while i >= 0:
+                if i > 0:
+                    x = c if end == i else w[i - 1]
+                    k = x + a
+                    pairs[k] -= n
+                    k = x + c
+                    pairs[k] += n
+                    tadd(k)
+                    where[k].append(wi)
+                if i < last:
+                    y = w[i + 2]
+                    k = b + y
+                    pairs[k] -= n
+                    k = c + y
+                    pairs[k] += n
+                    tadd(k)
+                    where[k].append(wi)
+                end = i + 2
+                i = w.find(ab, end)
+            words[wi] = w.replace(ab, c)
+        del pairs[ab]
+        for k in touched:
+            n = pairs[k]
+            if n >= min_frequency:
+                heappush(heap, (ord(k[0]) << 21 | ord(k[1])) - (n << 42))
+        if progress is not None:
+            progress(len(merges))
+    return merges
