@@ -1,9 +1,9 @@
 """Fused CUDA kernels for the GPU path, written against CuPy (RawModule kernels compiled by NVRTC).
 
 The ops in autograd/ops (softmax, log_softmax, cross_entropy, layer_norm, rms_norm, gelu,
-scaled_dot_product_attention) and nn.optim.AdamW call into this package only when their input
-is a CuPy array (`use(array)`); on NumPy arrays nothing here runs and nothing is imported, so
-the CPU path is unchanged. Each kernel's reference is the NumPy/CuPy code of the op itself:
+scaled_dot_product_attention) declare their kernels with the `kernel_op` class decorator, and
+nn.optim.AdamW and nn.amp call into this package directly; all of them only when their input
+is a CuPy array (`use(array)`). On NumPy arrays no kernel runs and no kernel module is imported. Each kernel's reference is the NumPy/CuPy code of the op itself:
 turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs that code on the
 GPU, which is what tests/autograd/test_cuda_kernels.py compares against.
 
@@ -17,11 +17,15 @@ Without a GPU they are still checked: tests/autograd/test_cuda_emulated.py runs 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import functools
+import importlib
+import inspect
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 _STATE = {"fused": True, "attention": "matmul"}
+_KERNEL_OPS: list = []   # the Function classes declared with kernel_op, in declaration order
 ATTENTION_MODES = ("flash", "matmul")
 
 
@@ -32,6 +36,54 @@ def use(array: Any) -> bool:
     from autograd.backend import xp_of
 
     return xp_of(array) is not np
+
+
+def kernel_op(module: str, forward: str, backward: str, **options: Any) -> Callable[[type], type]:
+    """Class decorator giving a Function a fused GPU path in `autograd.cuda.<module>`.
+
+    When `use(first input array)` holds, the op's forward calls
+    `<module>.<forward>(node, *arrays, **op_options, **options)`, where op_options are the
+    options of the call completed with the defaults of the op's own forward. The kernel hook
+    saves what its backward needs on `node` and returns the output, or None for a call it does
+    not handle (then the op's own forward runs). A node whose forward ran the kernel has
+    `fused = True`, and its backward calls `<module>.<backward>(node, grad, **options)`.
+    Otherwise the op's own forward and backward run: they are the kernels' reference (on NumPy,
+    and on CuPy inside `with fused(False):`).
+    """
+    def decorate(cls: type) -> type:
+        array_forward, array_backward = cls.forward, cls.backward
+        defaults = {name: p.default for name, p in inspect.signature(array_forward).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+
+        @functools.wraps(array_forward)
+        def forward_(self, x, *arrays, **op_options):
+            if use(x):
+                hook = getattr(importlib.import_module(f"autograd.cuda.{module}"), forward)
+                out = hook(self, x, *arrays, **{**defaults, **op_options}, **options)
+                if out is not None:
+                    self.fused = True
+                    return out
+            return array_forward(self, x, *arrays, **op_options)
+
+        @functools.wraps(array_backward)
+        def backward_(self, grad):
+            if self.fused:
+                hook = getattr(importlib.import_module(f"autograd.cuda.{module}"), backward)
+                return hook(self, grad, **options)
+            return array_backward(self, grad)
+
+        cls.forward, cls.backward, cls.fused = forward_, backward_, False
+        _KERNEL_OPS.append(cls)
+        return cls
+
+    return decorate
+
+
+def kernel_ops() -> tuple:
+    """The Function classes with a fused GPU path (declared with `kernel_op`)."""
+    import autograd.ops  # noqa: F401  (declares them all)
+
+    return tuple(_KERNEL_OPS)
 
 
 def set_fused(enabled: bool) -> None:

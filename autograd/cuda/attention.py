@@ -297,13 +297,17 @@ def _row_block(n: int) -> int:
     return b
 
 
-def forward(node, q, k, v, causal: bool, scale):
-    """The fused attention forward on `node` (a ScaledDotProductAttention); (B, H, Tq, hv)."""
+def forward(node, q, k, v, causal: bool = True, attn_mask=None, dropout_p: float = 0.0, scale=None,
+            generator=None):
+    """The fused attention forward on `node` (a ScaledDotProductAttention): (B, H, Tq, hv), or
+    None for a call the kernels do not handle (a mask, dropout, other ranks or dtypes)."""
+    if not supports(q, k, v, attn_mask, dropout_p):
+        return None
     xp = xp_of(q)
     B, H, Tq, hs = q.shape
     Tk = k.shape[-2]
     scale = 1.0 / math.sqrt(hs) if scale is None else float(scale)
-    node.fused, node.scale, node.causal = True, scale, bool(causal)
+    node.scale, node.causal = scale, bool(causal)
     node.dropout_p = 0.0
     qc, kc, vc = (xp.ascontiguousarray(a) for a in (q, k, v))
     if _flash_ok(q, v):

@@ -102,9 +102,13 @@ def _ptr_or_null(a, xp, dtype):
     return a if a is not None else xp.empty((1,), dtype=dtype)
 
 
-def norm_forward(node, x, w, b, eps: float, centered: bool, has_w: bool, has_b: bool):
-    """Fused layer_norm (centered) or rms_norm forward; saves x, w, mean, rstd on `node`."""
+def norm_forward(node, x, *params, eps: float, has_w: bool = False, has_b: bool = False,
+                 centered: bool = True):
+    """Fused layer_norm (centered) or rms_norm forward of x (..., C) with the optional weight and
+    bias in `params`; saves x, w, mean, rstd on `node`."""
     xp = xp_of(x)
+    w = params[0] if has_w else None
+    b = params[-1] if has_b else None
     C = x.shape[-1]
     x2 = xp.ascontiguousarray(x.reshape(-1, C))
     N = x2.shape[0]
@@ -120,16 +124,15 @@ def norm_forward(node, x, w, b, eps: float, centered: bool, has_w: bool, has_b: 
         k((N,), (block_size_for(C, 512),),
           (x2, _ptr_or_null(wk, xp, x.dtype), _ptr_or_null(bk, xp, x.dtype), y, mean, rstd,
            np.int64(C), acc.type(eps), np.int32(w is not None), np.int32(b is not None), np.int32(centered)))
-    node.fused = True
     node.x2, node.wk, node.mean, node.rstd = x2, wk, mean, rstd
-    node.shape, node.centered = x.shape, centered
+    node.shape = x.shape
     node.has_w, node.has_b = has_w, has_b
     node.w_dtype = w.dtype if w is not None else None
     node.b_dtype = b.dtype if b is not None else None
     return y.reshape(x.shape)
 
 
-def norm_backward(node, g):
+def norm_backward(node, g, centered: bool = True):
     """(dx, [dw], [db]) in the order of the op's inputs, None where not needed."""
     xp = xp_of(g)
     x2, wk, mean, rstd = node.x2, node.wk, node.mean, node.rstd
@@ -146,7 +149,7 @@ def norm_backward(node, g):
         k = get_kernel(_BODY, "norm_bwd_dx", dt)
         k((N,), (block_size_for(C, 512),),
           (g2, x2, _ptr_or_null(wk, xp, x2.dtype), mean, rstd, dx, np.int64(C),
-           np.int32(wk is not None), np.int32(node.centered)))
+           np.int32(wk is not None), np.int32(centered)))
         grads[0] = dx.reshape(node.shape)
     elif needs[0]:
         grads[0] = xp.zeros(node.shape, dtype=x2.dtype)

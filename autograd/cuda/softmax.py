@@ -133,9 +133,9 @@ def softmax_rows_backward(g, y, axis: int = -1, log: bool = False):
     return gx if axis in (-1, y.ndim - 1) else xp.moveaxis(gx, -1, axis)
 
 
-# ---- the ops' hooks (node: the Function instance; saves what its backward needs) ---------------
-def softmax_forward(node, x, axis: int, log: bool = False):
-    node.axis, node.fused = axis, True
+# ---- the ops' hooks (see autograd.cuda.kernel_op; node: the Function instance) ---------------
+def softmax_forward(node, x, axis: int = -1, log: bool = False):
+    node.axis = axis
     node.y = softmax_rows(x, axis, log)
     return node.y
 
@@ -158,7 +158,6 @@ def cross_entropy_forward(node, x, targets, ignore_index: int, reduction: str):
         k = get_kernel(_BODY, "xent_fwd", dtype_name(x))
         k((N,), (block_size_for(V),), (x2, t, lse, losses, np.int64(V), np.int64(ignore_index)))
     valid = t != ignore_index
-    node.fused = True
     node.x2, node.t, node.lse, node.valid = x2, t, lse, valid
     node.shape, node.reduction = x.shape, reduction
     if reduction == "none":

@@ -117,6 +117,7 @@ class ReLU(Function):
         return (g * (self.out > 0),)
 
 
+@_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")
 class GELUTanh(Function):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's approximation.
 
@@ -125,9 +126,6 @@ class GELUTanh(Function):
     """
 
     def forward(self, x):
-        if _cuda.use(x):  # CuPy array: the fused kernel (autograd/cuda/elementwise.py)
-            from autograd.cuda import elementwise as k
-            return k.gelu_forward(self, x)
         xp = xp_of(x)
         t = xp.multiply(x, x, out=xp.empty_like(x))  # out=: stays an array even for 0-d x
         t *= 0.044715
@@ -142,9 +140,6 @@ class GELUTanh(Function):
         return y
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import elementwise as k
-            return k.gelu_backward(self, g)
         xp = xp_of(g)
         x, t = self.x, self.t
         # d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)

@@ -38,12 +38,9 @@ def _uniform(shape, dtype, array, generator):
     return _random.uniform(shape, dtype=dtype, device=backend.device_of(array), generator=generator)
 
 
+@_cuda.kernel_op("attention", "forward", "backward")
 class ScaledDotProductAttention(Function):
     def forward(self, q, k, v, causal=True, attn_mask=None, dropout_p=0.0, scale=None, generator=None):
-        if _cuda.use(q):  # CuPy arrays: fused kernels (autograd/cuda/attention.py) where they apply
-            from autograd.cuda import attention as fa
-            if fa.supports(q, k, v, attn_mask, dropout_p):
-                return fa.forward(self, q, k, v, causal, scale)
         xp = xp_of(q)
         Tq, Tk = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
@@ -69,9 +66,6 @@ class ScaledDotProductAttention(Function):
         return out
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import attention as fa
-            return fa.backward(self, g)
         xp = xp_of(g)
         q, k, v, p = self.q, self.k, self.v, self.p
         nq, nk, nv = self.needs_input_grad

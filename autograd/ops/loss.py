@@ -42,11 +42,9 @@ def _logsumexp_rows(x2):
     return lse
 
 
+@_cuda.kernel_op("softmax", "cross_entropy_forward", "cross_entropy_backward")
 class CrossEntropy(Function):
     def forward(self, x, targets, ignore_index=-100, reduction="mean"):
-        if _cuda.use(x):  # CuPy array: the fused kernels (autograd/cuda/softmax.py)
-            from autograd.cuda import softmax as k
-            return k.cross_entropy_forward(self, x, targets, ignore_index, reduction)
         xp = xp_of(x)
         V = x.shape[-1]
         x2 = x.reshape(-1, V)                                  # (N, V)
@@ -69,9 +67,6 @@ class CrossEntropy(Function):
             return xp.asarray(total / self.count, dtype=x.dtype)
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import softmax as k
-            return k.cross_entropy_backward(self, g)
         xp = xp_of(g)
         x2, valid = self.x2, self.valid
         gx = xp.subtract(x2, self.lse)                         # (N, V), becomes the gradient

@@ -40,9 +40,6 @@ class _Norm(Function):
         self.has_w, self.has_b = has_w, has_b
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import norm as k
-            return k.norm_backward(self, g)
         xp = xp_of(g)
         xhat, rstd, w = self.xhat, self.rstd, self.w
         C = xhat.shape[-1]
@@ -70,6 +67,7 @@ class _Norm(Function):
         return tuple(grads)
 
 
+@_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=True)
 class LayerNorm(_Norm):
     centered = True
 
@@ -77,9 +75,6 @@ class LayerNorm(_Norm):
         xp = xp_of(x)
         w = params[0] if has_w else None
         b = params[-1] if has_b else None
-        if _cuda.use(x):  # CuPy array: the fused kernels (autograd/cuda/norm.py)
-            from autograd.cuda import norm as k
-            return k.norm_forward(self, x, w, b, eps, True, has_w, has_b)
         xc = x - x.mean(axis=-1, keepdims=True)                  # (..., C), owned
         var = xp.square(xc).mean(axis=-1, keepdims=True)         # (..., 1)
         var += eps
@@ -90,15 +85,13 @@ class LayerNorm(_Norm):
         return _affine(xc, w, b)
 
 
+@_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=False)
 class RMSNorm(_Norm):
     centered = False
 
     def forward(self, x, *params, eps=1e-6, has_w=False, has_b=False):
         xp = xp_of(x)
         w = params[0] if has_w else None
-        if _cuda.use(x):
-            from autograd.cuda import norm as k
-            return k.norm_forward(self, x, w, None, eps, False, has_w, False)
         ms = xp.square(x).mean(axis=-1, keepdims=True)           # (..., 1)
         ms += eps
         rstd = xp.sqrt(ms, out=ms)

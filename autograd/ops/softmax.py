@@ -51,19 +51,14 @@ def log_softmax_array(x, axis: int = -1):
     return y
 
 
+@_cuda.kernel_op("softmax", "softmax_forward", "softmax_backward")
 class Softmax(Function):
     def forward(self, x, axis=-1):
-        if _cuda.use(x):  # CuPy array: the fused kernel (autograd/cuda/softmax.py)
-            from autograd.cuda import softmax as k
-            return k.softmax_forward(self, x, axis)
         self.axis = axis
         self.y = softmax_array(x, axis)
         return self.y
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import softmax as k
-            return k.softmax_backward(self, g)
         xp, y = xp_of(g), self.y
         gx = g * y
         s = gx.sum(axis=self.axis, keepdims=True)
@@ -72,19 +67,14 @@ class Softmax(Function):
         return (gx,)
 
 
+@_cuda.kernel_op("softmax", "softmax_forward", "softmax_backward", log=True)
 class LogSoftmax(Function):
     def forward(self, x, axis=-1):
-        if _cuda.use(x):
-            from autograd.cuda import softmax as k
-            return k.softmax_forward(self, x, axis, log=True)
         self.axis = axis
         self.y = log_softmax_array(x, axis)
         return self.y
 
     def backward(self, g):
-        if getattr(self, "fused", False):
-            from autograd.cuda import softmax as k
-            return k.softmax_backward(self, g, log=True)
         xp = xp_of(g)
         gx = xp.exp(self.y)
         gx *= g.sum(axis=self.axis, keepdims=True)

@@ -52,6 +52,41 @@ def check(emu_dir, fn, arrays, dtype=np.float64, atol=1e-10):
         np.testing.assert_allclose(g, r, rtol=atol, atol=atol, err_msg=f"gradient of input {i}")
 
 
+def _one_call_per_kernel_op():
+    """op class -> (fn, arrays): a small call of every op declared with autograd.cuda.kernel_op."""
+    from autograd.ops.activation import GELUTanh
+    from autograd.ops.attention import ScaledDotProductAttention
+    from autograd.ops.loss import CrossEntropy
+    from autograd.ops.norm import LayerNorm, RMSNorm
+    from autograd.ops.softmax import LogSoftmax, Softmax
+
+    x = RNG.standard_normal((3, 8))
+    w, b = RNG.standard_normal(8), RNG.standard_normal(8)
+    qkv = [RNG.standard_normal((1, 2, 5, 8)) for _ in range(3)]
+    t = RNG.integers(0, 8, 3)
+    return {
+        Softmax: (autograd.softmax, [x]),
+        LogSoftmax: (autograd.log_softmax, [x]),
+        CrossEntropy: (lambda x: autograd.cross_entropy(x, t), [x]),
+        LayerNorm: (autograd.layer_norm, [x, w, b]),
+        RMSNorm: (autograd.rms_norm, [x, w]),
+        GELUTanh: (autograd.gelu, [x]),
+        ScaledDotProductAttention: (autograd.scaled_dot_product_attention, qkv),
+    }
+
+
+def test_every_kernel_op_is_emulated(emu_dir):
+    """Each Function with a fused GPU path takes it under the emulator and matches its CPU code;
+    a new kernel op fails here until it has a case."""
+    cases = _one_call_per_kernel_op()
+    assert set(cases) == set(acuda.kernel_ops())
+    for cls, (fn, arrays) in cases.items():
+        with cuda_emulator.emulated_kernels(emu_dir):
+            out = fn(*[Tensor(a) for a in arrays])
+        assert type(out._node) is cls or out._node is None
+        check(emu_dir, fn, arrays)
+
+
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("shape,axis", [((5, 37), -1), ((3, 37), 0), ((2, 3, 100), -1), ((4, 1), -1)])
 def test_softmax_kernels(emu_dir, log, shape, axis):

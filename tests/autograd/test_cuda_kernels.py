@@ -36,6 +36,82 @@ def test_fused_switch_restores_its_state():
     assert acuda.fused_enabled()
 
 
+def _fake_kernel_op(monkeypatch, forward_returns):
+    """A Function declared with kernel_op over a fake kernel module; `use` holds for NumPy arrays."""
+    import sys
+    import types
+
+    calls = []
+    mod = types.ModuleType("autograd.cuda._fake")
+
+    def fwd(node, x, scale=2.0, tag=None):
+        calls.append(("forward", scale, tag))
+        node.x = x
+        return forward_returns(x, scale)
+
+    def bwd(node, g, tag=None):
+        calls.append(("backward", tag))
+        return (g * 10.0,)
+
+    mod.fwd, mod.bwd = fwd, bwd
+    monkeypatch.setitem(sys.modules, "autograd.cuda._fake", mod)
+    monkeypatch.setattr(acuda, "use", lambda a: isinstance(a, np.ndarray))
+    monkeypatch.setattr(acuda, "_KERNEL_OPS", list(acuda._KERNEL_OPS))   # the fake op is not kept
+
+    @acuda.kernel_op("_fake", "fwd", "bwd", tag="t")
+    class Scale(autograd.Function):
+        def forward(self, x, scale=2.0):
+            calls.append(("array forward", scale))
+            return x * scale
+
+        def backward(self, g):
+            calls.append(("array backward",))
+            return (g * 2.0,)
+
+    return Scale, calls
+
+
+def test_kernel_op_runs_the_kernel_hooks_with_the_ops_defaults_and_its_own_options(monkeypatch):
+    Scale, calls = _fake_kernel_op(monkeypatch, lambda x, scale: x * scale + 1.0)
+    x = Tensor(np.ones(3), requires_grad=True)
+    y = Scale.apply(x)
+    assert y._node.fused
+    np.testing.assert_array_equal(y.data, 3.0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, 10.0)
+    assert calls == [("forward", 2.0, "t"), ("backward", "t")]
+
+
+def test_kernel_op_falls_back_to_the_array_code_when_the_hook_declines(monkeypatch):
+    Scale, calls = _fake_kernel_op(monkeypatch, lambda x, scale: None)
+    x = Tensor(np.ones(3), requires_grad=True)
+    y = Scale.apply(x, scale=3.0)
+    assert not y._node.fused
+    np.testing.assert_array_equal(y.data, 3.0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, 2.0)
+    assert calls == [("forward", 3.0, "t"), ("array forward", 3.0), ("array backward",)]
+
+
+def test_kernel_op_is_skipped_entirely_when_use_is_false():
+    x = Tensor(np.ones((2, 3)), requires_grad=True)
+    y = autograd.softmax(x)
+    assert not y._node.fused
+
+
+def test_every_fused_op_is_declared_with_kernel_op():
+    from autograd.ops.activation import GELUTanh
+    from autograd.ops.attention import ScaledDotProductAttention
+    from autograd.ops.loss import CrossEntropy
+    from autograd.ops.norm import LayerNorm, RMSNorm
+    from autograd.ops.softmax import LogSoftmax, Softmax
+
+    assert set(acuda.kernel_ops()) == {
+        Softmax, LogSoftmax, CrossEntropy, LayerNorm, RMSNorm,
+        GELUTanh, ScaledDotProductAttention,
+    }
+
+
 def test_attention_mode_is_checked():
     old = acuda.attention_mode()
     with pytest.raises(ValueError, match="attention mode must be one of"):
