@@ -1,4 +1,4 @@
-"""The BPE trainer: chunk counts in, merges out, incrementally.
+"""The incremental merge learner: chunk counts in, merges out.
 
 Data structures (a corpus of C distinct chunks):
 
@@ -8,8 +8,11 @@ Data structures (a corpus of C distinct chunks):
   are dropped.
 - ``pairs[p]``: how often pair ``p`` occurs, weighted by chunk counts. A pair is the
   2-character string of its tokens, which orders like the tuple ``(left, right)``.
-- ``where[p]``: the chunks that held the pair when it was added (a superset: chunks
-  that lost it since are skipped by a ``str.find`` when scanned).
+- ``where[p]``: the chunks that held the pair when it was added, once per occurrence (a
+  superset: chunks that lost it since are skipped by a ``str.find`` when scanned). A
+  merge visits each listed chunk once (``dict.fromkeys``): a long chunk is listed once
+  per occurrence, and re-scanning it for every stale duplicate made training quadratic in
+  the chunk's length.
 - a heap of ints ``-count * 2**42 + left * 2**21 + right``: the smallest entry is the
   pair with the highest count, and among equal counts the smallest ``(left, right)``.
   Entries are not updated when a count drops; a popped entry whose count is stale is
@@ -30,36 +33,11 @@ from __future__ import annotations
 
 import heapq
 import sys
-import time
 from collections import Counter, defaultdict
 from operator import add
 from typing import Callable, Mapping
 
 from .bytepair import utf8
-
-
-class Progress:
-    """A one-line progress display (merges/s) on stderr, only when stderr is a TTY."""
-
-    def __init__(self, total: int, enabled: bool | None = None, label: str = "merges"):
-        self.total = total
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, done: int, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not final and now - self.last < 0.2:
-            return
-        self.last = now
-        dt = max(now - self.t0, 1e-9)
-        sys.stderr.write(f"\r{self.label}: {done}/{self.total}  {done / dt:,.0f}/s  {dt:.1f}s ")
-        if final:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def train_merges(
@@ -131,7 +109,8 @@ def train_merges(
         merges.append((ord(a), ord(b)))
         touched: set[str] = set()
         tadd = touched.add
-        for wi in where.pop(ab):
+        # Each chunk once: a chunk holding the pair k times is listed k times.
+        for wi in dict.fromkeys(where.pop(ab)):
             w = words[wi]
             i = w.find(ab)
             if i < 0:

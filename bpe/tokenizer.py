@@ -300,7 +300,7 @@ class Tokenizer:
         times. ``workers`` processes count chunks of large inputs (default: all cores);
         ``verbose`` prints phase timings; ``progress`` shows merges/s (default: on a TTY).
         """
-        from .training import train_tokenizer
+        from .train import train_tokenizer
 
         return train_tokenizer(cls, inputs, None, vocab_size, pattern, special_tokens,
                                min_frequency, workers, verbose, progress)
@@ -318,7 +318,7 @@ class Tokenizer:
         progress: bool | None = None,
     ) -> "Tokenizer":
         """Train on an iterable of texts (each one document); same trainer as ``train``."""
-        from .training import train_tokenizer
+        from .train import train_tokenizer
 
         if isinstance(texts, str):
             texts = [texts]

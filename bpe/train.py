@@ -1,4 +1,4 @@
-"""Training orchestration: check the arguments, count chunks, learn merges, build a Tokenizer."""
+"""Training a Tokenizer: check the arguments, count chunks, learn merges (``merges.py``), build it."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,31 @@ from collections.abc import Iterable, Mapping
 from .corpus import default_corpus_files, expand_inputs
 from .count import count_files, count_texts
 from .patterns import resolve_pattern
-from .train import Progress, train_merges
+from .merges import train_merges
+
+
+class Progress:
+    """A one-line progress display (merges/s) on stderr, only when stderr is a TTY."""
+
+    def __init__(self, total: int, enabled: bool | None = None, label: str = "merges"):
+        self.total = total
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, done: int, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not final and now - self.last < 0.2:
+            return
+        self.last = now
+        dt = max(now - self.t0, 1e-9)
+        sys.stderr.write(f"\r{self.label}: {done}/{self.total}  {done / dt:,.0f}/s  {dt:.1f}s ")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
 
 
 def _special_ids(special_tokens, vocab_size: int) -> tuple[list[str], dict[str, int] | None]:

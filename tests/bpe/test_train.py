@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, Tokenizer
 from bpe.count import ChunkCounter
-from bpe.train import train_merges
+from bpe.merges import train_merges
 
 from .reference import naive_train
 
