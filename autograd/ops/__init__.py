@@ -15,13 +15,13 @@ from autograd.ops.select import where, masked_fill, tril, triu, compare, eq, ne 
 from autograd.ops.dropout import dropout  # noqa: F401
 from autograd.ops.cast import astype, to_device  # noqa: F401
 
-# ---- fused ops (owned by the fused-ops helper: softmax, log_softmax, cross_entropy,
-# ---- layer_norm, rms_norm, scaled_dot_product_attention) go below this line ----
+# Composites with a fused forward and an analytic backward (and, on the GPU, the CUDA kernels
+# declared with autograd.cuda.kernel_op); tests/autograd/test_fused.py checks each against the
+# same op composed from the primitives above.
 from autograd.ops.softmax import softmax, log_softmax  # noqa: F401
 from autograd.ops.loss import cross_entropy  # noqa: F401
 from autograd.ops.norm import layer_norm, rms_norm  # noqa: F401
 from autograd.ops.attention import scaled_dot_product_attention  # noqa: F401
-# ---- end of fused ops ----
 
-# Every public function above (not the submodules) is re-exported by `autograd`.
+# Every public function above (not the submodules) is also an attribute of `autograd`.
 __all__ = [_n for _n, _v in list(globals().items()) if not _n.startswith("_") and not _ismodule(_v)]
