@@ -51,6 +51,11 @@ class Tensor:
 
     __slots__ = ("data", "grad", "requires_grad", "_node", "_hooks", "__weakref__")
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to our reflected ops
+    # == and != are elementwise (boolean tensors, see autograd/ops/methods.py), so a tensor's
+    # hash is its identity: tensors work as dict keys and set members (which test `is` before
+    # ==). `t in some_list`, `some_list.index(t)` and weakref.WeakKeyDictionary compare values
+    # with ==: look tensors up by id() there.
+    __hash__ = object.__hash__
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None, device: str | None = None):
         arr = _to_array(data, dtype)

@@ -137,8 +137,6 @@ def _is_number(v) -> bool:
 
 def _binary(cls, a, b, name):
     a, b = binary_operands(a, b, name)
-    if a.shape == b.shape:
-        return cls.apply(a, b)
     try:
         return cls.apply(a, b)
     except ValueError:

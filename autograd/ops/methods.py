@@ -8,11 +8,6 @@ from __future__ import annotations
 from autograd import ops
 
 
-def _reflected(name):
-    fn = getattr(ops, name)
-    return lambda self, other: fn(other, self)
-
-
 def install(cls) -> None:
     cls.__add__ = ops.add
     cls.__radd__ = lambda a, b: ops.add(b, a)
@@ -28,8 +23,10 @@ def install(cls) -> None:
     cls.__matmul__ = ops.matmul
     cls.__rmatmul__ = lambda a, b: ops.matmul(b, a)
     cls.__getitem__ = ops.getitem
-    # Comparisons give boolean tensors outside the graph (masks); __eq__ stays identity so
-    # tensors remain hashable dictionary keys.
+    # Comparisons, == and != included, are elementwise and give boolean tensors outside the
+    # graph (masks), as in NumPy. Hashing stays by identity (Tensor.__hash__).
+    cls.__eq__ = _equality("eq")
+    cls.__ne__ = _equality("ne")
     cls.__lt__ = lambda a, b: ops.compare(a, b, "lt")
     cls.__le__ = lambda a, b: ops.compare(a, b, "le")
     cls.__gt__ = lambda a, b: ops.compare(a, b, "gt")
@@ -51,6 +48,16 @@ def install(cls) -> None:
     cls.float = lambda a: ops.astype(a, "float32")
     cls.double = lambda a: ops.astype(a, "float64")
     cls.half = lambda a: ops.astype(a, "float16")
+
+
+def _equality(op):
+    def method(a, b):
+        if b is None or isinstance(b, (str, bytes)):   # not an array value: Python's identity rule
+            return NotImplemented
+        return ops.compare(a, b, op)
+
+    method.__name__ = f"__{op}__"
+    return method
 
 
 def _method(name):

@@ -120,12 +120,18 @@ def compare(a: Tensor | Any, b: Tensor | Any, op: str) -> Tensor:
     bd = b.data if isinstance(b, Tensor) else tensor_like(b, ref).data
     if xp_of(ad) is not xp_of(bd):
         raise RuntimeError(f"compare: operands on different devices ({ref.device}); move one with .to()")
-    return Tensor._make(_COMPARE[op](ad, bd), None)
+    try:
+        return Tensor._make(_COMPARE[op](ad, bd), None)
+    except ValueError:
+        broadcast_shapes(ad.shape, bd.shape, op)  # raises, naming the comparison and both shapes
+        raise
 
 
 def eq(a: Tensor | Any, b: Tensor | Any) -> Tensor:
+    """a == b elementwise as a boolean Tensor (no graph); the same as the `==` operator."""
     return compare(a, b, "eq")
 
 
 def ne(a: Tensor | Any, b: Tensor | Any) -> Tensor:
+    """a != b elementwise as a boolean Tensor (no graph); the same as the `!=` operator."""
     return compare(a, b, "ne")

@@ -51,6 +51,37 @@ def test_comparisons_give_boolean_tensors_outside_the_graph():
     assert (3 > x).numpy().tolist() == [True, True, False]
 
 
+def test_equality_is_elementwise_like_the_other_comparisons():
+    ids = Tensor(np.array([[5, 0, 7], [0, 0, 5]]))
+    eot = 5
+    np.testing.assert_array_equal((ids == eot).numpy(), [[True, False, False], [False, False, True]])
+    np.testing.assert_array_equal((ids != eot).numpy(), [[False, True, True], [True, True, False]])
+    np.testing.assert_array_equal((eot == ids).numpy(), (ids == eot).numpy())   # reflected
+    np.testing.assert_array_equal((np.int64(5) == ids).numpy(), (ids == eot).numpy())
+    x = Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    same = x == Tensor(np.array([1.0, 0.0, 3.0]))
+    assert same.dtype == bool and not same.requires_grad and same.is_leaf
+    np.testing.assert_array_equal(same.numpy(), [True, False, True])
+    np.testing.assert_array_equal((x != x).numpy(), [False, False, False])
+    np.testing.assert_array_equal((x == np.array([[1.0], [2.0]])).numpy(),
+                                  [[True, False, False], [False, True, False]])   # broadcasts
+    assert bool(Tensor(np.array(3)) == 3) and not bool(Tensor(np.array(3)) != 3)
+    assert (x == None) is False and (x != None) is True and (x == "x") is False   # noqa: E711
+
+
+def test_equality_of_unbroadcastable_shapes_is_named():
+    with pytest.raises(ValueError, match=r"eq: shapes \(2,\) and \(3,\) cannot be broadcast"):
+        Tensor(np.ones(2)) == Tensor(np.ones(3))
+
+
+def test_tensors_hash_by_identity_so_dicts_and_sets_still_work():
+    a, b = Tensor(np.ones(3)), Tensor(np.ones(3))
+    assert hash(a) == object.__hash__(a) and hash(a) != hash(b)
+    table = {a: "a", b: "b"}
+    assert table[a] == "a" and table[b] == "b"
+    assert len({a, b, a}) == 2 and a in {a} and b not in {a}
+
+
 def test_masking_keeps_float32():
     mask = np.array([[True, False], [False, False]])
     keeps_float32(lambda t: where(mask, t, 0.0).masked_fill(~mask, 1.0).tril(), randn((2, 2), 0))
