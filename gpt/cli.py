@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from gpt.files import FolderBusy
     from gpt.training.checkpoint import CheckpointError
     from gpt.training.trainer import TrainingDiverged
 
@@ -40,9 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDiverged as exc:
         print(f"gpt {args.command}: {exc}", file=sys.stderr)
         return 1
-    except (CheckpointError, FileNotFoundError, FileExistsError, ValueError) as exc:
+    except (CheckpointError, FileNotFoundError, FileExistsError, ValueError, FolderBusy) as exc:
         print(f"gpt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a folder we may not write: the system's words, one line
+        print(f"gpt {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"gpt {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,37 +1,60 @@
-"""Atomic file writes for the run folder, data folders and reports: a temp file in the same
-folder, fsync, then a rename over the target, so a crash never leaves a half-written file and
-a failed write leaves the old one as it was."""
+"""Files of run folders and data folders: atomic writes (nn.atomic) and one writer at a time.
+
+`FolderLock` makes a second process that would write the same folder stop with a message that
+names the one already there. It holds an exclusive `flock` on `<folder>/.lock`, which the
+kernel drops when the holder exits, however it exits (even SIGKILL): a lock left by a killed
+process is stale by construction and the next writer takes it over at once. The file keeps the
+holder's pid and command for the message.
+"""
 from __future__ import annotations
 
 import os
-import tempfile
+import sys
 from pathlib import Path
-from typing import Callable
+
+from nn.atomic import atomic_write, atomic_write_bytes, atomic_write_text  # noqa: F401
+
+LOCK_FILE = ".lock"
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call write(tmp_path), fsync it, then move it onto `path` (same folder)."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=folder)
-    os.close(fd)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+class FolderBusy(RuntimeError):
+    """Another process is writing this folder."""
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` atomically."""
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+class WriteFailed(OSError):
+    """A write that could not complete (a full disk); the message says what was kept."""
+
+
+class FolderLock:
+    """`with FolderLock(folder, "run folder"):` ... writes no other process can interleave."""
+
+    def __init__(self, folder: str | os.PathLike, what: str = "folder"):
+        self.folder, self.what, self._fd = Path(folder), what, None
+
+    def acquire(self) -> "FolderLock":
+        import fcntl
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise FolderBusy(f"{self.what} {str(self.folder)!r} is in use by {holder}; wait for it to "
+                             "finish or choose another folder") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"process {os.getpid()} ({' '.join(sys.argv)[:200]})\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock; the file stays (removing it would race)
+            self._fd = None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

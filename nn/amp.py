@@ -149,7 +149,7 @@ class MixedPrecision:
         """Move the float16 gradients into float32 master gradients, unscale, skip on overflow,
         else clip, step and copy the masters back into the model. Returns (stepped, grad norm);
         the norm is inf when the step was skipped."""
-        from nn.optim import clip_grad_norm
+        from nn.optim import clip_grad_norm, grad_norm
 
         with no_grad():
             found_inf = self._grads_to_masters()
@@ -158,11 +158,7 @@ class MixedPrecision:
                     m.grad = None
                 self.scaler.update(True)
                 return False, math.inf
-            if grad_clip > 0:
-                norm = float(clip_grad_norm(self.masters, grad_clip))
-            else:
-                norm = math.sqrt(sum(float((m.grad.astype(np.float64) ** 2).sum())
-                                     for m in self.masters if m.grad is not None))
+            norm = clip_grad_norm(self.masters, grad_clip) if grad_clip > 0 else grad_norm(self.masters)
             optimizer.step()
             optimizer.zero_grad()
             self.copy_to_model()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from autograd import backend
 from autograd.tensor import Tensor
+from nn.atomic import atomic_write
 
 # safetensors dtype code <-> numpy dtype (little-endian). BF16 and the F8 formats have no numpy
 # dtype, so they are reported as unsupported rather than misread.
@@ -100,34 +100,15 @@ def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata:
     raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     raw += b" " * (-(8 + len(raw)) % 8)  # data starts 8-byte aligned
 
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"save_safetensors: folder {str(folder)!r} for {str(path)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
             f.write(len(raw).to_bytes(8, "little"))
             f.write(raw)
             for _, name, _, _, value in entries:
                 arr = _host_array(name, value)
                 f.write(memoryview(arr.reshape(-1)).cast("B"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable (not possible on every platform)
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
+
+    atomic_write(path, write)
 
 
 def _fail(path: Path, what: str) -> ValueError:

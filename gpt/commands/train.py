@@ -67,6 +67,7 @@ def _run_rank(dist, ns: dict) -> int:
 
 def _exit_code(exc: BaseException) -> int:
     """The status gpt.cli gives the same exception (1 diverged, 2 user error, 130 Ctrl-C)."""
+    from gpt.files import FolderBusy
     from gpt.training.checkpoint import CheckpointError
     from gpt.training.trainer import TrainingDiverged
 
@@ -74,6 +75,6 @@ def _exit_code(exc: BaseException) -> int:
         return 130
     if isinstance(exc, TrainingDiverged):
         return 1
-    if isinstance(exc, (CheckpointError, FileNotFoundError, FileExistsError, ValueError)):
+    if isinstance(exc, (CheckpointError, FileNotFoundError, FileExistsError, ValueError, FolderBusy)):
         return 2
     return 1

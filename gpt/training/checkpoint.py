@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 FORMAT = "fromscratch-gpt/checkpoint/v1"
-CHECKPOINT_NAMES = ("best.safetensors", "latest.safetensors")
+LATEST, BEST = "latest.safetensors", "best.safetensors"
+CHECKPOINT_NAMES = (BEST, LATEST)  # the order `gpt sample` and `gpt eval` prefer
 
 
 class CheckpointError(ValueError):

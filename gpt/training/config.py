@@ -153,7 +153,7 @@ def _fields() -> dict[str, dataclasses.Field]:
 
 def _coerce(name: str, value: Any, source: str) -> Any:
     f = _fields()[name]
-    typ, default = f.metadata["type"], f.default
+    typ = f.metadata["type"]
     if value is None:
         return None
     try:

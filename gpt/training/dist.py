@@ -5,6 +5,10 @@ every rank draws the same global batch of `world_size * B` windows (one generato
 all ranks) and keeps its own slice, so the ranks together see exactly what one process with batch
 `world_size * B` would see. Gradients are averaged in a few large flat buckets after backward and
 before clipping, so the optimizer state stays identical on every rank without being sent.
+Evaluation batches are split the same way and their losses averaged. Dropout masks come from
+the same seed on every rank (the same masks, applied to different windows), which keeps the
+generator state a checkpoint saves identical on all ranks. Only rank 0 writes files and prints;
+a checkpoint records the number of ranks, and resuming it with another number is an error.
 
 A rank that fails alone ends the whole job (MPI_Abort) with a message; a collective that does not
 complete within `timeout_s` (a rank died or hangs) does the same. Errors that every rank meets

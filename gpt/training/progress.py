@@ -7,6 +7,7 @@ JSON object per line: {"kind": "train", "step", "loss", "lr", ...} or {"kind": "
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -127,3 +128,20 @@ class StopFlag:
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
         return False
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold Ctrl-C (SIGINT) back until the block ends, so the block's changes happen whole.
+
+    The signal is blocked at the OS level and delivered, to whatever handler is installed,
+    as soon as the block exits; off the main thread, or without pthread_sigmask, nothing is
+    held back (signals only reach Python's main thread anyway)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

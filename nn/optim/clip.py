@@ -7,6 +7,31 @@ from typing import Any, Iterable
 from autograd.backend import device_of, xp_of
 
 
+def _grads(params: Iterable[Any]) -> list:
+    if hasattr(params, "parameters") and callable(params.parameters):
+        params = params.parameters()
+    return [p.grad for p in params if p.grad is not None]
+
+
+def grad_norm(params: Iterable[Any]) -> float:
+    """The global L2 norm of the gradients of `params` (Parameters or a Module), as a float.
+
+    Squares are summed on each gradient's own device (float16 in float32, the total in float64),
+    with one host transfer per device, not per tensor."""
+    return _norm(_grads(params))
+
+
+def _norm(grads: list) -> float:
+    per_device: dict = {}
+    for g in grads:
+        flat = g.reshape(-1)
+        if flat.dtype.itemsize < 4:
+            flat = flat.astype("float32")
+        key = device_of(g)
+        per_device[key] = xp_of(g).dot(flat, flat).astype("float64") + per_device.get(key, 0.0)
+    return math.sqrt(sum(float(v) for v in per_device.values()))
+
+
 def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6) -> float:
     """Scale all gradients by max_norm / (total + eps) when the total L2 norm exceeds max_norm.
 
@@ -14,23 +39,10 @@ def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6) ->
     non-finite norm (inf or nan gradients) leaves the gradients untouched and is returned, so
     the caller can skip the step.
     """
-    if hasattr(params, "parameters") and callable(params.parameters):
-        params = params.parameters()
     if max_norm <= 0:
         raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm}")
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    # Sum of squares on each gradient's own device; one host transfer per device (not per tensor).
-    per_device: dict = {}
-    for g in grads:
-        flat = g.reshape(-1)
-        if flat.dtype.itemsize < 4:  # float16: square and sum in float32
-            flat = flat.astype("float32")
-        key = device_of(g)
-        per_device[key] = xp_of(g).dot(flat, flat).astype("float64") + per_device.get(key, 0.0)
-    total_sq = sum(float(v) for v in per_device.values())
-    total = math.sqrt(total_sq)
+    grads = _grads(params)
+    total = _norm(grads)
     if not math.isfinite(total):
         return total
     coef = max_norm / (total + eps)

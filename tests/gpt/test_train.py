@@ -10,7 +10,9 @@ from gpt.training.checkpoint import CheckpointError, load_checkpoint, load_model
 from gpt.data import prepare
 from gpt.training.progress import ProgressLine, read_metrics
 from gpt.training.evaluate import sample_ids
-from gpt.training.trainer import Trainer, TrainingDiverged, lr_at, param_groups, train
+from gpt.training.build import DECAY_EMBEDDINGS
+from gpt.training.trainer import Trainer, TrainingDiverged, lr_at, train
+from nn.optim import weight_decay_groups
 from gpt.training.config import TrainConfig
 
 
@@ -197,7 +199,7 @@ def test_checkpoint_round_trips_model_optimizer_and_metadata(tmp_path):
 
 def test_decay_groups_and_schedule(data_dir, tmp_path):
     trainer = Trainer(small(data_dir, tmp_path / "r"), out=quiet())
-    decay, no_decay = param_groups(trainer.model, 0.1)
+    decay, no_decay = weight_decay_groups(trainer.model, 0.1, decay_embeddings=DECAY_EMBEDDINGS)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(trainer.model.parameters()))

@@ -1,0 +1,76 @@
+"""What a run is built from its settings: its data folder, the model with its optimizer, and
+the batches. Free functions, so a script can build a run's pieces without the Trainer."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from gpt.data.loader import BatchLoader, fixed_batches
+from gpt.training.config import TrainConfig
+
+# nanoGPT's rule: every parameter of 2 or more dimensions decays, the token and position tables
+# included; biases and norm gains do not.
+DECAY_EMBEDDINGS = True
+
+
+def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root: str,
+                say: Callable[[str], None]) -> Path:
+    """The data folder to train on: a resumed run's, --data, --input prepared into the run
+    folder, or the default corpus (prepared once under runs_root, then cached)."""
+    if isinstance(resumed, str) and Path(resumed).is_dir():
+        return Path(resumed)
+    if cfg.data:
+        return Path(cfg.data)
+    if cfg.input:
+        from gpt.data import prepare
+
+        d = run_dir / "data"
+        say(f"data: tokenizing {len(cfg.input)} input path(s) into {d}")
+        prepare(cfg.input, d, tokenizer=cfg.tokenizer, vocab_size=cfg.vocab_size, char=cfg.char,
+                val_fraction=cfg.val_fraction, workers=cfg.workers, max_chars=cfg.max_chars,
+                tokenizer_max_chars=cfg.max_chars, verbose=True)
+        return d
+    from gpt.data.corpus import default_data_dir
+
+    return default_data_dir(runs_root, cfg.vocab_size, char=cfg.char, max_chars=cfg.max_chars,
+                            val_fraction=cfg.val_fraction, workers=cfg.workers)
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any, Any, Any]:
+    """(GPTConfig, GPT in train mode on cfg.device, mixed-precision wrapper or None, AdamW)."""
+    from autograd import keep_freed_memory, manual_seed
+    from gpt.model.config import GPTConfig
+    from gpt.model.gpt import GPT
+    from nn.amp import configure
+    from nn.optim import AdamW, weight_decay_groups
+
+    model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
+    keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
+    manual_seed(cfg.seed)
+    model = GPT(model_cfg)
+    if cfg.device != "cpu":
+        model.to(cfg.device)
+    if dist is not None:  # the same seed gives the same weights; rank 0's are the rule
+        dist.broadcast_arrays(p.data for p in model.parameters())
+    model.train()
+    amp = configure(model, cfg.precision, cfg.device)  # fp16: float32 master weights
+    groups = weight_decay_groups(model, cfg.weight_decay, decay_embeddings=DECAY_EMBEDDINGS)
+    optimizer = AdamW(amp.master_groups(groups) if amp else groups, lr=cfg.lr,
+                      betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
+    return model_cfg, model, amp, optimizer
+
+
+def build_batches(cfg: TrainConfig, train_tokens: np.ndarray, val_tokens: np.ndarray, dist=None):
+    """(the training BatchLoader, {"train": fixed batches, "val": fixed batches}), each rank
+    reading its shard of every global batch."""
+    T, B = cfg.block_size, cfg.batch_size
+    shard = (dist.rank, dist.world_size) if dist is not None else (0, 1)
+    loader = BatchLoader(train_tokens, B, T, seed=cfg.seed, device=cfg.device, name="train", shard=shard)
+    eval_sets = {
+        split: fixed_batches(tokens, cfg.eval_batches, B, T, seed=cfg.seed + k, device=cfg.device,
+                             name=split, shard=shard)
+        for k, (split, tokens) in enumerate((("train", train_tokens), ("val", val_tokens)), 1)
+    }
+    return loader, eval_sets

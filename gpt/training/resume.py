@@ -1,0 +1,61 @@
+"""What a resumed run takes from its checkpoint, and what it may change.
+
+The settings are the checkpoint's, overridden by what was given now, except those that would
+change the model or the data (FROZEN_ON_RESUME), which must match, and --data / --out, which
+a resumed run cannot honour (its data folder and run folder are the checkpoint's).
+
+The learning-rate schedule: without --lr-decay-steps, the cosine of a run ends at its
+max_steps. Resuming with a larger --max-steps keeps the old run's end (the rate then stays at
+min_lr) instead of stretching the cosine, which would send the rate back up mid-run; asking for
+--lr-decay-steps stretches it on purpose. Either way the run says which.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from pathlib import Path
+
+from gpt.training.checkpoint import BEST, LATEST, CheckpointError, load_checkpoint
+from gpt.training.config import FROZEN_ON_RESUME, TrainConfig
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def resumed_settings(saved: dict, cfg: TrainConfig, explicit: set, say: Callable[[str], None]) -> TrainConfig:
+    """The settings of the resumed run: `saved` (the checkpoint's) < what `explicit` names in `cfg`."""
+    conflicts = [f"{_flag(k)} {getattr(cfg, k)!r} (the run has {saved[k]!r})"
+                 for k in FROZEN_ON_RESUME
+                 if k in explicit and k in saved and saved[k] != getattr(cfg, k)]
+    conflicts += [f"{_flag(k)} {getattr(cfg, k)!r} (a resumed run keeps its own {k} folder)"
+                  for k in ("data", "out") if k in explicit and getattr(cfg, k)]
+    if conflicts:
+        raise ValueError("cannot change on resume: " + "; ".join(conflicts))
+    values = {**saved, **{k: getattr(cfg, k) for k in explicit}}
+    values["resume"], values["out"] = cfg.resume, None
+    if "max_steps" in explicit and "lr_decay_steps" not in explicit and not saved.get("lr_decay_steps") \
+            and saved.get("max_steps") is not None and values["max_steps"] != saved["max_steps"]:
+        values["lr_decay_steps"] = saved["max_steps"]
+        say(f"schedule: the cosine still ends at step {saved['max_steps']} (the run's old --max-steps) and "
+            f"the rate stays at --min-lr after it; to stretch it to the new end instead, give "
+            f"--lr-decay-steps {values['max_steps']}")
+    out = TrainConfig(**{k: v for k, v in values.items() if k in TrainConfig.__dataclass_fields__})
+    out.validate()
+    return out
+
+
+def load_for_resume(path: Path):
+    """The checkpoint at `path`; a damaged one names the other checkpoint of the run, if intact."""
+    try:
+        return load_checkpoint(path, device="cpu")
+    except CheckpointError as exc:
+        other = path.parent / (BEST if path.name == LATEST else LATEST)
+        if path.name in (LATEST, BEST) and other.is_file():
+            try:
+                step = load_checkpoint(other, device="cpu").step
+            except CheckpointError:
+                raise exc from None
+            raise CheckpointError(f"{exc}; {other} (step {step}) is intact: resume from it with "
+                                  f"--resume {other}") from None
+        raise

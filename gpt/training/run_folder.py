@@ -1,0 +1,97 @@
+"""A run folder: every file a training run writes, behind one object.
+
+    config.json       the settings, the model config and the data folder used
+    tokenizer.json    the tokenizer of the data
+    metrics.jsonl     one JSON object per log step and per evaluation
+    latest.safetensors, best.safetensors   checkpoints (gpt.training.checkpoint)
+    summary.json      written at the end
+    .lock             held while a process writes the folder (gpt.files.FolderLock)
+
+Every file is written atomically; a checkpoint write that fails (a full disk) leaves the
+previous checkpoint in place and says so in one line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from gpt.files import FolderLock, WriteFailed, atomic_write_text
+from gpt.training.checkpoint import BEST, LATEST, save_checkpoint
+from gpt.training.progress import MetricsLog
+
+
+def new_run_path(root: str | os.PathLike) -> Path:
+    """`root/<date-time>`, with a suffix when that folder exists already."""
+    base = Path(root) / time.strftime("%Y%m%d-%H%M%S")
+    p, i = base, 1
+    while p.exists():
+        p, i = Path(f"{base}-{i}"), i + 1
+    return p
+
+
+class RunFolder:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.created = False
+        self._lock = FolderLock(self.path, "run folder")
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def open(self) -> "RunFolder":
+        """Create the folder when needed and take its lock (refused while another process writes)."""
+        self.created = not self.path.exists()
+        self._lock.acquire()
+        self._remove_orphans()
+        return self
+
+    def close(self) -> None:
+        self._lock.release()
+
+    def _remove_orphans(self) -> None:
+        """Temp files of writes that a killed process never finished (we hold the lock: no live
+        writer owns them)."""
+        for p in self.path.glob(".*.tmp"):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+    # ---- the files ----------------------------------------------------------------------
+    def write_config(self, info: dict) -> None:
+        atomic_write_text(self.path / "config.json", json.dumps(info, indent=2))
+
+    def write_tokenizer(self, text: str) -> None:
+        atomic_write_text(self.path / "tokenizer.json", text)
+
+    def write_summary(self, summary: dict) -> None:
+        atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2))
+
+    def metrics(self, resume_step: int | None) -> MetricsLog:
+        return MetricsLog(self.path / "metrics.jsonl", resume_step=resume_step)
+
+    def save_checkpoint(self, name: str, weights: dict, optimizer_state: Any, meta: dict) -> Path:
+        path = self.path / name
+        try:
+            save_checkpoint(path, weights, optimizer_state, meta)
+        except OSError as exc:
+            kept = f"{path} from before is kept" if path.exists() else f"no {name} was written"
+            raise WriteFailed(f"could not save the checkpoint of step {meta.get('step')} to "
+                                  f"{path}: {exc.strerror or exc}; {kept}") from None
+        return path
+
+    def describe_kept(self, last_good_step: int | None, best_step: int | None, best_val: float) -> str:
+        """Which checkpoints a stopped run can go back to, and the --resume that does it."""
+        latest = self.path / LATEST
+        if last_good_step is None and not (self.path / BEST).exists():
+            return "no checkpoint was written yet. Try a lower --lr, a longer --warmup-steps or --grad-clip"
+        parts = []
+        if last_good_step is not None:
+            parts.append(f"the last good checkpoint is kept: {latest} (step {last_good_step})")
+        if best_step is not None and (self.path / BEST).exists():
+            parts.append(f"the best is {self.path / BEST} (step {best_step}, val loss {best_val:.4f})")
+        return ("; ".join(parts) + ". Try a lower --lr, a longer --warmup-steps or --grad-clip, then "
+                f"--resume {self.path / (BEST if best_step is not None else LATEST)}")
