@@ -58,6 +58,13 @@ def xp_of(array: Any) -> ModuleType:
     return np
 
 
+def acc_dtype(dtype) -> np.dtype:
+    """The dtype sums and statistics over arrays of `dtype` accumulate in: float64 for float64,
+    float32 otherwise (float16 and bfloat16 would overflow at 65504 or lose the small terms).
+    The fused ops on the CPU and the CUDA kernels use the same rule."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
 def parse_device(device: str | None) -> tuple[str, int]:
     """'cpu' -> ('cpu', 0); 'cuda' -> ('cuda', 0); 'cuda:1' -> ('cuda', 1)."""
     if device is None or device == "cpu":

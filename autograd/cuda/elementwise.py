@@ -20,9 +20,8 @@ import math
 
 import numpy as np
 
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.cuda._compile import dtype_name, get_kernel, register
-from autograd.cuda.softmax import acc_dtype
 
 _BODY = register("elementwise", r"""
 #define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.cuda._compile import block_size_for, dtype_name, get_kernel, register
-from autograd.cuda.softmax import acc_dtype
 
 _BODY = register("norm", r"""
 extern "C" __global__ void norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.cuda._compile import block_size_for, dtype_name, get_kernel, register
 
 _BODY = register("softmax", r"""
@@ -91,11 +91,6 @@ extern "C" __global__ void xent_bwd(const T* __restrict__ x, const long long* __
     }
 }
 """)
-
-
-def acc_dtype(dtype) -> np.dtype:
-    """The accumulation dtype of the kernels for arrays of `dtype`."""
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
 def _rows(x, axis: int):

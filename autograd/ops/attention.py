@@ -21,7 +21,7 @@ import numpy as np
 
 from autograd import backend
 from autograd import cuda as _cuda
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops.softmax import softmax_array
 
@@ -84,13 +84,13 @@ class ScaledDotProductAttention(Function):
         # 1 / (1 - p)) are applied to the (T, hs) results instead of the (Tq, Tk) scores:
         # dS / post = P * ((g @ v^T) * keep - D / inv_keep).
         ds = xp.matmul(g, v.swapaxes(-1, -2))                    # (B, H, Tq, Tk), owned
-        d = (g * self.out).sum(axis=-1, keepdims=True)           # (B, H, Tq, 1)
+        d = (g * self.out).sum(axis=-1, keepdims=True, dtype=acc_dtype(g.dtype))   # (B, H, Tq, 1)
         post = self.scale
         if dropout:
             ds *= self.keep
             d /= inv_keep
             post *= float(inv_keep)
-        ds -= d
+        ds -= d                                                  # in place: stays the input dtype
         ds *= p
         post = ds.dtype.type(post)
         gq = gk = None

@@ -6,18 +6,21 @@ With xhat the normalised input and rstd = 1 / sqrt(var + eps) per row (C = last 
     rms_norm    xhat = x * rstd, rstd = 1/sqrt(mean(x^2) + eps)     y = xhat * w
                 dx = rstd * (gh - xhat * mean(gh * xhat))
     dw = sum over rows of g * xhat,  db = sum over rows of g.
-The forward saves xhat (input dtype) and rstd (one number per row) and nothing else.
+The forward saves xhat (input dtype) and rstd (one number per row) and nothing else. The
+statistics and the weight and bias gradients are computed in float32 for float16 inputs
+(backend.acc_dtype, as the CUDA kernels do): x^2 overflows float16 from |x| = 256 on.
 """
 from __future__ import annotations
 
 from autograd import cuda as _cuda
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 
 
 def _row_sum(a, C: int):
-    """Sum of `a` (..., C) over every axis but the last -> (C,)."""
-    return a.reshape(-1, C).sum(axis=0)
+    """Sum of `a` (..., C) over every axis but the last -> (C,), in a's dtype (accumulated in
+    float32 for float16)."""
+    return a.reshape(-1, C).sum(axis=0, dtype=acc_dtype(a.dtype)).astype(a.dtype, copy=False)
 
 
 def _affine(xhat, w, b):
@@ -54,10 +57,11 @@ class _Norm(Function):
             grads[i_b] = _row_sum(g, C)
         if needs[0]:
             gh = g * w if w is not None else g.copy()                # dL/dxhat
-            mean_gh = gh.mean(axis=-1, keepdims=True) if self.centered else None
+            acc = acc_dtype(gh.dtype)
+            mean_gh = gh.mean(axis=-1, keepdims=True, dtype=acc) if self.centered else None
             if w is not None:
                 gxhat_xhat *= w                                  # now gh * xhat
-            coef = gxhat_xhat.mean(axis=-1, keepdims=True)       # (..., 1)
+            coef = gxhat_xhat.mean(axis=-1, keepdims=True, dtype=acc)   # (..., 1)
             xp.multiply(xhat, coef, out=gxhat_xhat)              # reuse the buffer
             gh -= gxhat_xhat
             if mean_gh is not None:
@@ -75,14 +79,16 @@ class LayerNorm(_Norm):
         xp = xp_of(x)
         w = params[0] if has_w else None
         b = params[-1] if has_b else None
-        xc = x - x.mean(axis=-1, keepdims=True)                  # (..., C), owned
+        acc = acc_dtype(x.dtype)
+        xc = x - x.mean(axis=-1, keepdims=True, dtype=acc)       # (..., C), owned (float32 for float16 x)
         var = xp.square(xc).mean(axis=-1, keepdims=True)         # (..., 1)
         var += eps
         rstd = xp.sqrt(var, out=var)
         xp.reciprocal(rstd, out=rstd)
         xc *= rstd                                               # xhat, in place
-        self._save(xc, rstd, w, has_w, has_b)
-        return _affine(xc, w, b)
+        xhat = xc.astype(x.dtype, copy=False)
+        self._save(xhat, rstd, w, has_w, has_b)
+        return _affine(xhat, w, b)
 
 
 @_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=False)
@@ -92,11 +98,12 @@ class RMSNorm(_Norm):
     def forward(self, x, *params, eps=1e-6, has_w=False, has_b=False):
         xp = xp_of(x)
         w = params[0] if has_w else None
-        ms = xp.square(x).mean(axis=-1, keepdims=True)           # (..., 1)
+        acc = acc_dtype(x.dtype)
+        ms = xp.square(x, dtype=acc).mean(axis=-1, keepdims=True)   # (..., 1)
         ms += eps
         rstd = xp.sqrt(ms, out=ms)
         xp.reciprocal(rstd, out=rstd)
-        xhat = x * rstd
+        xhat = (x * rstd).astype(x.dtype, copy=False)
         self._save(xhat, rstd, w, has_w, False)
         return _affine(xhat, w, None)
 

@@ -1,14 +1,15 @@
 """softmax and log_softmax along one axis: a fused, numerically stable forward and an analytic backward.
 
-Both subtract the row maximum before exponentiating, so large logits never overflow. Each
-saves only its output (the same dtype as the input) and derives the gradient from it:
+Both subtract the row maximum before exponentiating, so large logits never overflow, and sum
+in float32 for float16 inputs (backend.acc_dtype, as the CUDA kernels do). Each saves only its
+output (the same dtype as the input) and derives the gradient from it:
     softmax      y = exp(x - lse)    dx = y * (g - sum(g * y))
     log_softmax  y = x - lse         dx = g - exp(y) * sum(g)
 """
 from __future__ import annotations
 
 from autograd import cuda as _cuda
-from autograd.backend import xp_of
+from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 
 
@@ -33,7 +34,7 @@ def softmax_array(x, axis: int = -1, out=None):
         m[~xp.isfinite(m)] = 0  # a fully masked row: exp(-inf) = 0 everywhere instead of NaN
     y = xp.subtract(x, m, out=out)
     xp.exp(y, out=y)
-    s = y.sum(axis=axis, keepdims=True)
+    s = y.sum(axis=axis, keepdims=True, dtype=acc_dtype(y.dtype))
     s[s == 0] = 1
     y /= s
     return y
@@ -45,7 +46,7 @@ def log_softmax_array(x, axis: int = -1):
     m = x.max(axis=axis, keepdims=True)
     y = x - m
     e = xp.exp(y)
-    lse = xp.log(e.sum(axis=axis, keepdims=True))
+    lse = xp.log(e.sum(axis=axis, keepdims=True, dtype=acc_dtype(e.dtype)))
     del e
     y -= lse
     return y
@@ -61,7 +62,7 @@ class Softmax(Function):
     def backward(self, g):
         xp, y = xp_of(g), self.y
         gx = g * y
-        s = gx.sum(axis=self.axis, keepdims=True)
+        s = gx.sum(axis=self.axis, keepdims=True, dtype=acc_dtype(gx.dtype))
         xp.subtract(g, s, out=gx)  # reuse the buffer: dx = (g - s) * y
         gx *= y
         return (gx,)
@@ -77,7 +78,7 @@ class LogSoftmax(Function):
     def backward(self, g):
         xp = xp_of(g)
         gx = xp.exp(self.y)
-        gx *= g.sum(axis=self.axis, keepdims=True)
+        gx *= g.sum(axis=self.axis, keepdims=True, dtype=acc_dtype(g.dtype))
         xp.subtract(g, gx, out=gx)
         return (gx,)
 

@@ -315,6 +315,65 @@ def test_fused_ops_keep_float32():
     assert x.grad.dtype == np.float32 and w.grad.dtype == np.float32
 
 
+def _half_and_float64(fn, arrays):
+    """fn on float16 tensors and on float64 tensors of the same (rounded) values: outputs and
+    gradients of a weighted sum, as float64 arrays."""
+    results = []
+    for dtype in (np.float16, np.float64):
+        ts = [Tensor(np.asarray(a, dtype=np.float16).astype(dtype), requires_grad=True) for a in arrays]
+        out = fn(*ts)
+        assert out.dtype == dtype
+        w = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+        (out * Tensor(w)).sum().backward()
+        assert all(t.grad.dtype == dtype for t in ts)
+        results.append([out.numpy().astype(np.float64)] + [t.grad.astype(np.float64) for t in ts])
+    return results
+
+
+def test_float16_cross_entropy_sums_in_float32():
+    x = Tensor(np.zeros((20000, 200), dtype=np.float16), requires_grad=True)
+    loss = ops.cross_entropy(x, np.zeros(20000, dtype=np.int64))
+    assert loss.dtype == np.float16
+    assert loss.item() == pytest.approx(math.log(200), rel=1e-3)
+    loss.backward()
+    # 1 / (200 * 20000) = 2.5e-7 is a float16 subnormal (steps of 6e-8)
+    np.testing.assert_allclose(x.grad[:, 1].astype(np.float64), 1 / 200 / 20000, rtol=0.1)
+    assert np.isfinite(x.grad).all()
+    per_row = ops.cross_entropy(Tensor(np.zeros((3, 100000), dtype=np.float16)), np.zeros(3, dtype=np.int64),
+                                reduction="none")
+    np.testing.assert_allclose(per_row.numpy().astype(np.float64), math.log(100000), rtol=1e-3)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_float16_cross_entropy_matches_float64(reduction):
+    x = RNG.standard_normal((300, 50)) * 3
+    t = RNG.integers(0, 50, 300)
+    half, ref = _half_and_float64(lambda x: ops.cross_entropy(x, t, reduction=reduction), [x])
+    for h, r in zip(half, ref):
+        np.testing.assert_allclose(h, r, rtol=2e-2, atol=2e-3 * max(1.0, np.abs(r).max()))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_float16_softmax_of_a_long_row_sums_in_float32(name):
+    x = RNG.standard_normal((2, 70000))        # 70,000 exp terms: more than float16's 65504
+    half, ref = _half_and_float64(getattr(ops, name), [x])
+    assert all(np.isfinite(h).all() for h in half)
+    np.testing.assert_allclose(half[0], ref[0], rtol=1e-2, atol=1e-2 * np.abs(ref[0]).max())
+    np.testing.assert_allclose(half[1], ref[1], rtol=5e-2, atol=5e-2 * np.abs(ref[1]).max())
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_float16_norms_of_large_values_and_many_rows(name):
+    # |x| > 256 squares past float16's range; 40,000 rows of weight gradient sum past 2048,
+    # where adding a float16 1 no longer changes a float16 sum
+    x = RNG.standard_normal((40000, 4)) * 50 + 400
+    w = RNG.uniform(0.5, 1.5, 4)
+    half, ref = _half_and_float64(lambda x, w: getattr(ops, name)(x, w), [x, w])
+    for h, r in zip(half, ref):
+        assert np.isfinite(h).all()
+        np.testing.assert_allclose(h, r, rtol=3e-2, atol=3e-2 * np.abs(r).max())
+
+
 def test_exports_and_methods():
     x = Tensor(RNG.standard_normal((2, 3)))
     for name in ("softmax", "log_softmax", "cross_entropy", "layer_norm", "rms_norm",
