@@ -88,12 +88,30 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
     return out
 
 
-def utf8(piece: str) -> bytes:
-    """UTF-8 bytes of a piece; lone surrogates become U+FFFD, as tiktoken does."""
+def repair_surrogates(text: str) -> str:
+    """``text`` with surrogate pairs joined into their code points and lone surrogates as U+FFFD.
+
+    tiktoken does this to the whole text before splitting it, so a pair that spells a letter
+    (``"\\ud835\\udfce"``, a mathematical digit) is split as that letter, not as two punctuation
+    characters. Text without surrogates (all valid text) comes back as it is.
+    """
+    if text.isascii():
+        return text
     try:
-        return piece.encode("utf-8")
+        text.encode("utf-8")
+        return text
     except UnicodeEncodeError:
-        return piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def utf8(piece: str) -> bytes:
+    """UTF-8 bytes of a piece. Surrogates U+DC80..U+DCFF are the raw bytes that
+    ``encode_bytes`` escaped (``surrogateescape``); other lone surrogates (text that skipped
+    ``repair_surrogates``) become U+FFFD."""
+    try:
+        return piece.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return repair_surrogates(piece).encode("utf-8", "surrogateescape")
 
 
 def byte_pair_encode(ranks: dict[bytes, int], b: bytes) -> list[int]:

@@ -1,10 +1,15 @@
-"""The ``bpe`` command: train, encode, decode, show.
+"""The ``bpe`` command: train, count, encode, decode, show.
 
     bpe train --input corpus/ --vocab-size 8192 --pattern gpt4 --special '<|endoftext|>' --out tok.json
     bpe train                      # default corpus: the standard library's sources
+    bpe count --input shard3/ --out counts.3          # one shard, on any machine
+    bpe train --counts 'counts.*' --vocab-size 8192   # the tokenizer of one run over all shards
     echo "hello world" | bpe encode --tokenizer tok.json > ids.txt
+    bpe encode --tokenizer tok.json --bytes data.bin  # any bytes, exactly
     bpe decode --tokenizer tok.json ids.txt
     bpe show --tokenizer tok.json --text "hello world"
+
+Warnings print as one line, ``bpe: warning: ...``; errors as ``bpe CMD: error: ...``, exit 2.
 """
 from __future__ import annotations
 
@@ -12,9 +17,12 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from .patterns import PATTERNS
+
+DEFAULT_OUT = "tok.json"
 
 
 def _load(path: str, pattern: str | None):
@@ -24,65 +32,142 @@ def _load(path: str, pattern: str | None):
     if not p.exists():
         raise SystemExit(f"bpe: tokenizer file {path!r} does not exist")
     if p.suffix == ".tiktoken":
-        return Tokenizer.from_tiktoken(p, pattern=pattern or "gpt4")
+        return Tokenizer.from_tiktoken(p, pattern=pattern)  # the side file's pattern, else gpt4
     return Tokenizer.load(p)
 
 
-def _read_input(file: str | None, text: str | None) -> str:
-    if text is not None:
-        return text
+def _warn(msg: str) -> None:
+    print(f"bpe: warning: {msg}", file=sys.stderr)
+
+
+def _read_bytes(file: str | None) -> bytes:
     if file is None or file == "-":
-        return sys.stdin.read()
+        stdin = getattr(sys.stdin, "buffer", None)
+        return stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
     try:
         with open(file, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as e:
         raise SystemExit(f"bpe: cannot read {file!r}: {e.strerror or e}")
-    return data.decode("utf-8", errors="replace")
+
+
+def _read_text(file: str | None, text: str | None) -> str:
+    """The input as text; bytes that are not UTF-8 become U+FFFD with a warning that says so."""
+    if text is not None:
+        data = os.fsencode(text)  # --text arrives with undecodable bytes as surrogate escapes
+    else:
+        data = _read_bytes(file)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        where = "--text" if text is not None else (file if file not in (None, "-") else "stdin")
+        _warn(f"{where} holds bytes that are not UTF-8 (the first at byte offset {e.start}); they were "
+              "replaced by U+FFFD, which changes the text; pass --bytes to encode the bytes exactly")
+        return data.decode("utf-8", errors="replace")
+
+
+def _out_path(args) -> Path:
+    """--out, or tok.json; an existing tok.json is not overwritten unless --force."""
+    if args.out is not None:
+        return Path(args.out)
+    out = Path(DEFAULT_OUT)
+    if out.exists() and not args.force:
+        raise SystemExit(f"bpe train: {out} exists; pass --out PATH for another file, or --force to "
+                         "overwrite it")
+    return out
+
+
+def _save(tok, out: Path, hf_out, tiktoken_out, quiet: bool) -> None:
+    written = []
+    for path, kind in [(out, out.suffix == ".tiktoken" and "tiktoken" or "json"),
+                       (tiktoken_out and Path(tiktoken_out), "tiktoken"), (hf_out and Path(hf_out), "hf")]:
+        if not path:
+            continue
+        if kind == "tiktoken":
+            side = tok.save_tiktoken(path)
+            written.append(f"{path} (mergeable ranks) + {side} (split pattern and {len(tok.special_tokens)} "
+                           "special token(s), which a .tiktoken file cannot hold: pass them to tiktoken.Encoding"
+                           " as pat_str= and special_tokens=; bpe reads them back)")
+        elif kind == "hf":
+            tok.save_huggingface(path)
+            written.append(f"{path} (Hugging Face tokenizer.json)")
+        else:
+            tok.save(path)
+            written.append(str(path))
+    if not quiet:
+        for w in written:
+            print(f"wrote {w}", file=sys.stderr)
 
 
 def _cmd_train(args) -> int:
     from .tokenizer import Tokenizer
 
+    out = _out_path(args)
     t0 = time.perf_counter()
-    tok = Tokenizer.train(
-        args.input or None,
-        vocab_size=args.vocab_size,
-        pattern=args.pattern,
-        special_tokens=args.special or (),
-        min_frequency=args.min_frequency,
-        workers=args.workers,
-        verbose=not args.quiet,
-    )
-    out = Path(args.out)
-    if out.suffix == ".tiktoken":
-        tok.save_tiktoken(out)
+    if args.counts:
+        if args.input:
+            raise SystemExit("bpe train: give --input or --counts, not both")
+        tok = Tokenizer.train_from_counts(args.counts, vocab_size=args.vocab_size, pattern=args.pattern,
+                                          special_tokens=args.special, min_frequency=args.min_frequency,
+                                          verbose=not args.quiet)
     else:
-        tok.save(out)
-    if args.hf_out:
-        tok.save_huggingface(args.hf_out)
-    if args.tiktoken_out:
-        tok.save_tiktoken(args.tiktoken_out)
+        tok = Tokenizer.train(args.input or None, vocab_size=args.vocab_size, pattern=args.pattern or "gpt4",
+                              special_tokens=args.special or (), min_frequency=args.min_frequency,
+                              workers=args.workers, verbose=not args.quiet)
+    _save(tok, out, args.hf_out, args.tiktoken_out, args.quiet)
     if not args.quiet:
         print(f"trained {tok!r} in {time.perf_counter() - t0:.1f}s -> {out}", file=sys.stderr)
     return 0
 
 
-def _allowed(arg: str):
-    return "all" if arg == "all" else (set() if arg == "none" else set(arg.split(",")))
+def _cmd_count(args) -> int:
+    from .countfile import save_counts
+    from .patterns import resolve_pattern
+    from .train import count_inputs
+
+    pattern = resolve_pattern(args.pattern)
+    specials = args.special or []
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
+    counts = count_inputs(args.input, None, pattern, specials, args.workers, log)
+    save_counts(args.out, counts, pattern, specials)
+    log(f"wrote {len(counts):,} distinct chunks to {args.out}")
+    return 0
+
+
+def _special_arg(arg: str, flag: str):
+    """'all', 'none' or a comma-separated list, as the library's allowed/disallowed_special."""
+    if arg == "all":
+        return "all"
+    if arg == "none":
+        return set() if flag == "allowed" else ()
+    return {s for s in arg.split(",") if s}
+
+
+def _encode(args, tok) -> list[int]:
+    from .special import DisallowedSpecialError
+
+    if args.bytes:
+        data = os.fsencode(args.text) if args.text is not None else _read_bytes(args.file)
+        return tok.encode_bytes(data)
+    text = _read_text(args.file, args.text)
+    try:
+        return tok.encode(text, allowed_special=_special_arg(args.allowed_special, "allowed"),
+                          disallowed_special=_special_arg(args.disallowed_special, "disallowed"))
+    except DisallowedSpecialError as e:
+        raise ValueError(f"the input holds special-token text {e.token!r} at "
+                         f"character {e.position}; pass --allowed-special all (or {e.token}) to encode it as "
+                         "the special token, or --disallowed-special none to encode it as ordinary text") from None
 
 
 def _cmd_encode(args) -> int:
-    tok = _load(args.tokenizer, args.pattern)
-    text = _read_input(args.file, args.text)
-    ids = tok.encode(text, allowed_special=_allowed(args.allowed_special))
+    ids = _encode(args, _load(args.tokenizer, args.pattern))
     sys.stdout.write(" ".join(map(str, ids)) + "\n")
     return 0
 
 
 def _cmd_decode(args) -> int:
     tok = _load(args.tokenizer, args.pattern)
-    raw = _read_input(args.file, args.ids)
+    raw = _read_text(args.file, args.ids)
     try:
         ids = [int(x) for x in raw.replace(",", " ").split()]
     except ValueError as e:
@@ -91,7 +176,12 @@ def _cmd_decode(args) -> int:
         data = tok.decode_bytes(ids)
     except ValueError as e:
         raise SystemExit(f"bpe decode: {e}")
-    sys.stdout.write(data.decode("utf-8", errors="replace"))
+    out = getattr(sys.stdout, "buffer", None)
+    if out is not None and args.bytes:
+        sys.stdout.flush()
+        out.write(data)
+    else:
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
     return 0
 
 
@@ -100,8 +190,7 @@ _COLORS = [41, 42, 43, 44, 45, 46]
 
 def _cmd_show(args) -> int:
     tok = _load(args.tokenizer, args.pattern)
-    text = _read_input(args.file, args.text)
-    ids = tok.encode(text, allowed_special=_allowed(args.allowed_special))
+    ids = _encode(args, tok)
     color = sys.stdout.isatty() if args.color == "auto" else args.color == "always"
     out = []
     for k, i in enumerate(ids):
@@ -115,43 +204,69 @@ def _cmd_show(args) -> int:
     sys.stdout.write(sep.join(out) + "\n")
     if args.ids:
         sys.stdout.write(" ".join(map(str, ids)) + "\n")
-    print(f"{len(ids)} tokens, {len(text.encode('utf-8'))} bytes", file=sys.stderr)
+    print(f"{len(ids)} tokens, {len(tok.decode_bytes(ids))} bytes", file=sys.stderr)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    names = ", ".join(sorted(PATTERNS))
-    p = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE: train a tokenizer, encode, decode, show tokens.")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    t = sub.add_parser("train", help="train a tokenizer on files, folders or globs",
-                       description="Train a byte-level BPE tokenizer. Without --input: the Python standard library's own .py sources.")
+def _add_train(sub, names: str) -> None:
+    t = sub.add_parser("train", help="train a tokenizer on files, folders or globs, or on count files",
+                       description="Train a byte-level BPE tokenizer. Without --input: the Python standard "
+                                   "library's own .py sources.")
     t.add_argument("--input", nargs="+", metavar="PATH", help="files, folders (recursive) or glob patterns")
+    t.add_argument("--counts", nargs="+", metavar="FILE",
+                   help="train on chunk-count files of `bpe count` (globs such as 'counts.*'): the same "
+                        "tokenizer as one run over all their shards")
     t.add_argument("--vocab-size", type=int, default=4096, help="total vocabulary incl. 256 bytes and special tokens (default 4096)")
-    t.add_argument("--pattern", default="gpt4", help=f"split pattern name ({names}) or a regex (default gpt4)")
+    t.add_argument("--pattern", default=None, help=f"split pattern name ({names}) or a regex (default gpt4; "
+                                                   "with --counts, the files' own)")
     t.add_argument("--special", action="append", metavar="TOKEN", help="special token (repeatable), e.g. '<|endoftext|>'")
     t.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times (default 1)")
     t.add_argument("--workers", type=int, default=None, help="counting processes (default: all cores)")
-    t.add_argument("--out", default="tok.json", help="output file: our JSON, or .tiktoken (default tok.json)")
+    t.add_argument("--out", default=None, help=f"output file: our JSON, or .tiktoken (default {DEFAULT_OUT}, "
+                                               "which is not overwritten without --force)")
+    t.add_argument("--force", action="store_true", help=f"overwrite an existing {DEFAULT_OUT}")
     t.add_argument("--hf-out", help="also write a Hugging Face tokenizer.json here")
-    t.add_argument("--tiktoken-out", help="also write a .tiktoken file here")
+    t.add_argument("--tiktoken-out", help="also write a .tiktoken file here (and its side file <file>.json)")
     t.add_argument("--quiet", action="store_true", help="no progress or summary")
     t.set_defaults(func=_cmd_train)
 
+    c = sub.add_parser("count", help="write the chunk counts of one shard (for train --counts)",
+                       description="Count the pre-tokenized chunks of files, folders or globs and write them "
+                                   "to --out; `bpe train --counts` merges such files from any number of shards.")
+    c.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, folders or globs of this shard")
+    c.add_argument("--out", required=True, help="output count file, e.g. counts.3")
+    c.add_argument("--pattern", default="gpt4", help=f"split pattern name ({names}) or a regex (default gpt4)")
+    c.add_argument("--special", action="append", metavar="TOKEN", help="special token (repeatable): its text splits documents")
+    c.add_argument("--workers", type=int, default=None, help="counting processes (default: all cores)")
+    c.add_argument("--quiet", action="store_true")
+    c.set_defaults(func=_cmd_count)
+
+
+def _add_codec(sub) -> None:
     def common(q, what):
         q.add_argument("--tokenizer", "-t", required=True, help="tokenizer file (our .json or a .tiktoken)")
-        q.add_argument("--pattern", default=None, help="split pattern for a .tiktoken file (default gpt4)")
+        q.add_argument("--pattern", default=None, help="split pattern for a .tiktoken file (default: its side "
+                                                       "file's, else gpt4)")
         q.add_argument("file", nargs="?", help=f"{what} file (default: stdin)")
+
+    def specials(q):
+        q.add_argument("--allowed-special", default="none", help="special tokens whose text becomes their id: "
+                                                                 "'all', 'none' or a comma-separated list (default none)")
+        q.add_argument("--disallowed-special", default="all", help="special-token text that is an error: 'all' "
+                                                                   "(every one not allowed; default), 'none' (encode as text) or a list")
+        q.add_argument("--bytes", action="store_true", help="encode the input's bytes exactly (no UTF-8 decoding, "
+                                                            "special-token text as ordinary text)")
 
     e = sub.add_parser("encode", help="text -> token ids", description="Encode text (a file or stdin) to space-separated ids.")
     common(e, "text")
     e.add_argument("--text", help="encode this string instead of a file")
-    e.add_argument("--allowed-special", default="all", help="'all', 'none' or comma-separated special tokens (default all)")
+    specials(e)
     e.set_defaults(func=_cmd_encode)
 
     d = sub.add_parser("decode", help="token ids -> text", description="Decode whitespace-separated ids (a file or stdin) to text.")
     common(d, "ids")
     d.add_argument("--ids", help="decode these ids (a string) instead of a file")
+    d.add_argument("--bytes", action="store_true", help="write the raw bytes (no U+FFFD for bytes that are not UTF-8)")
     d.set_defaults(func=_cmd_decode)
 
     s = sub.add_parser("show", help="show token boundaries in a text",
@@ -161,20 +276,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sep", default="|", help="separator between tokens without color (default '|')")
     s.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     s.add_argument("--ids", action="store_true", help="also print the ids")
-    s.add_argument("--allowed-special", default="all", help="'all', 'none' or comma-separated special tokens")
+    specials(s)
     s.set_defaults(func=_cmd_show)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE: train a tokenizer, encode, decode, show tokens.")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_train(sub, ", ".join(sorted(PATTERNS)))
+    _add_codec(sub)
     return p
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    _warn(str(message))  # the message alone: no Python source line
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (ValueError, OSError) as e:
-        print(f"bpe {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.func(args)
+        except (ValueError, OSError) as e:
+            print(f"bpe {args.command}: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
 
 
 if __name__ == "__main__":

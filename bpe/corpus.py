@@ -3,9 +3,9 @@
 - ``default_corpus_files()``: the running Python's standard-library ``.py`` sources
   (site-packages excluded), sorted by path, so every machine with the same Python
   builds the same corpus without a download.
-- ``expand_inputs(paths)``: files, folders (recursively, hidden entries skipped) and
-  glob patterns to a sorted, de-duplicated list of files; a path that matches nothing
-  is an error naming it.
+- ``expand_inputs(paths)``: files, folders (recursively, hidden entries and binary files
+  skipped) and glob patterns to a de-duplicated list of files; a path that matches nothing
+  is an error naming it. ``bpe train`` and ``gpt`` read their inputs through it.
 - ``read_blocks(path, ...)``: a file as text blocks of a few MB, cut only after a
   newline that is followed by a letter or digit (a chunk boundary for every built-in
   split pattern), so a file of any size streams in bounded memory. Bytes that are not
@@ -30,6 +30,15 @@ def default_corpus_files() -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
+def looks_binary(path: str | os.PathLike) -> bool:
+    """True when the file's first 8 KiB hold a NUL byte (git's rule): not text to train on."""
+    try:
+        with open(path, "rb") as f:
+            return b"\0" in f.read(8192)
+    except OSError:
+        return False  # unreadable: reading it later names the file in its error
+
+
 def _walk(folder: Path) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(folder):
@@ -38,40 +47,51 @@ def _walk(folder: Path) -> list[Path]:
     return out
 
 
-def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def _expand_one(raw) -> tuple[list[Path], bool]:
+    """The files one input names, and whether they were found (a folder or glob) rather than named."""
+    p = Path(raw)
+    if p.is_dir():
+        return _walk(p), True
+    if p.is_file():
+        return [p], False
+    if glob.has_magic(str(raw)):
+        found = []
+        for m in sorted(glob.glob(str(raw), recursive=True)):
+            mp = Path(m)
+            found.extend(_walk(mp) if mp.is_dir() else [mp])
+        if not found:
+            raise FileNotFoundError(f"input glob {str(raw)!r} matches no file")
+        return found, True
+    if p.exists():
+        raise ValueError(f"input {str(raw)!r} is neither a regular file nor a folder")
+    hint = ""
+    if isinstance(raw, str) and (len(raw) > 255 or "\n" in raw):
+        hint = " (it looks like text: to train on texts, use Tokenizer.train_from_iterator)"
+    shown = str(raw) if len(str(raw)) <= 80 else str(raw)[:77] + "..."
+    raise FileNotFoundError(f"input file {shown!r} does not exist{hint}")
+
+
+def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_binary: bool = True) -> list[Path]:
     """Files, folders and globs -> a list of files (in the order given, each folder sorted).
 
-    Raises FileNotFoundError naming the first path that is missing or matches nothing.
+    Folders are walked recursively, hidden entries skipped. With ``skip_binary``, files found
+    in a folder or by a glob that look binary (``looks_binary``) are skipped; a file named
+    itself is always kept. A file reached twice (also through another spelling of its path
+    or a link) is listed once, where it first appears. Raises FileNotFoundError naming the
+    first path that is missing or matches nothing.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = _walk(p)
-        elif p.is_file():
-            found = [p]
-        elif glob.has_magic(str(raw)):
-            found = []
-            for m in sorted(glob.glob(str(raw), recursive=True)):
-                mp = Path(m)
-                found.extend(_walk(mp) if mp.is_dir() else [mp])
-            if not found:
-                raise FileNotFoundError(f"input glob {str(raw)!r} matches no file")
-        elif p.exists():
-            raise ValueError(f"input {str(raw)!r} is neither a regular file nor a folder")
-        else:
-            hint = ""
-            if isinstance(raw, str) and (len(raw) > 255 or "\n" in raw):
-                hint = " (it looks like text: to train on texts, use Tokenizer.train_from_iterator)"
-            shown = str(raw) if len(str(raw)) <= 80 else str(raw)[:77] + "..."
-            raise FileNotFoundError(f"input file {shown!r} does not exist{hint}")
+        found, searched = _expand_one(raw)
         for f in found:
-            if f not in seen:
-                seen.add(f)
-                out.append(f)
+            key = os.path.realpath(f)
+            if key in seen or (searched and skip_binary and looks_binary(f)):
+                continue
+            seen.add(key)
+            out.append(f)
     return out
 
 
@@ -131,15 +151,25 @@ class _Decoder:
 
 
 def read_blocks(
-    path: str | os.PathLike, start: int = 0, end: int | None = None, block_bytes: int = BLOCK_BYTES
+    path: str | os.PathLike, start: int = 0, end: int | None = None, block_bytes: int = BLOCK_BYTES,
+    pattern: str | None = None,
 ) -> Iterator[str]:
     """Yield the text of ``path`` in blocks of about ``block_bytes``, cut at chunk-safe newlines.
+
+    Each block pre-tokenizes (and so encodes) exactly as it does within the whole file, under
+    every built-in split pattern (``pattern`` None or a built-in one). Under any other pattern
+    no cut is provably safe, so the file is one block.
 
     With ``start``/``end`` (byte offsets) only the part of the file owned by that range is
     read: from the first cut at or after ``start`` to the first cut at or after ``end``,
     so ranges that tile ``[0, size)`` tile the text exactly. A file without any cut is one
     block.
     """
+    from .patterns import has_safe_cuts
+
+    if pattern is not None and not has_safe_cuts(pattern):
+        block_bytes = 1 << 62
+        start, end = (0, None) if start <= 0 else (1 << 62, None)  # the first range owns the file
     path = Path(path)
     decode = _Decoder(path)
     try:

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import threading
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Callable, Iterable
 
 import regex
 
+from .bytepair import repair_surrogates
 from .corpus import BLOCK_BYTES, read_blocks
 from .patterns import chunk_finder, segment_splitter
 
@@ -58,6 +62,7 @@ class ChunkCounter:
 
     def add(self, text: str) -> None:
         """Count the chunks of one text (a document: chunks never span two texts)."""
+        text = repair_surrogates(text)  # as encoding does, so training sees the same pieces
         self.n_bytes += len(text)
         if self._special_split is not None and any(s in text for s in self._specials):
             parts = self._special_split(text)
@@ -128,7 +133,29 @@ def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
 # ---- worker processes -------------------------------------------------------------
 
 
-def _worker(pattern: str, specials: tuple[str, ...], tasks, results) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when its parent dies, even by SIGKILL (which runs no cleanup in it).
+
+    On Linux the kernel sends the signal (PR_SET_PDEATHSIG); elsewhere, and for a parent that
+    died before the request, a thread sees the worker re-parented and exits.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int) -> None:
+    _exit_with_parent(parent)
     counter = ChunkCounter(pattern, specials)
     error = None
     with warnings.catch_warnings(record=True) as caught:
@@ -142,7 +169,7 @@ def _worker(pattern: str, specials: tuple[str, ...], tasks, results) -> None:
             try:
                 if task[0] == "file":
                     _, path, start, end = task
-                    for block in read_blocks(path, start, end):
+                    for block in read_blocks(path, start, end, pattern=pattern):
                         counter.add(block)
                 else:
                     for text in task[1]:
@@ -163,7 +190,8 @@ class _Pool:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         self.tasks = ctx.Queue(maxsize=4 * workers)
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=_worker, args=(pattern, specials, self.tasks, self.results), daemon=True) for _ in range(workers)]
+        self.procs = [ctx.Process(target=_worker, args=(pattern, specials, self.tasks, self.results, os.getpid()),
+                                 daemon=True) for _ in range(workers)]
         for p in self.procs:
             p.start()
 
@@ -216,7 +244,7 @@ def count_files(
     if workers == 1 or total < PARALLEL_MIN_BYTES:
         counter = ChunkCounter(pattern, special_tokens)
         for f in files:
-            for block in read_blocks(f):
+            for block in read_blocks(f, pattern=pattern):
                 counter.add(block)
             if progress:
                 progress(counter.n_bytes)

@@ -68,13 +68,19 @@ def resolve_pattern(pattern: str | None) -> str:
         raise TypeError(f"pattern must be a name or a regex string, got {type(pattern).__name__}")
     if pattern in PATTERNS:
         return PATTERNS[pattern]
+    if not pattern:
+        raise ValueError("the split pattern is empty: it matches nothing, so every text would encode "
+                         "to no tokens; give a pattern name or a regex that matches every character")
     import regex
 
     try:
-        regex.compile(pattern)
+        compiled = regex.compile(pattern)
     except regex.error as e:
         names = ", ".join(sorted(PATTERNS))
         raise ValueError(f"pattern {pattern!r} is neither a known name ({names}) nor a valid regex: {e}") from None
+    if compiled.groups:  # findall would return the groups, not the chunks
+        raise ValueError(f"pattern {pattern[:60]!r} has capturing groups; write them as (?:...), since a "
+                         "chunk is the whole match")
     return pattern
 
 
@@ -110,20 +116,87 @@ _ASCII = {
 }
 
 
+# Text with a character of every kind a split pattern must handle: letters of several
+# scripts and cases, marks, digits, punctuation, symbols, every whitespace, controls.
+COVERAGE_PROBE = ("Hello, World 123! it's x=a/b; \"q\" \t\r\n\n  \x0b\x0c\x00\x1f\x7f\x85\xa0\u2028\u3000 "
+                  "Straße ÉÇ e\u0301 日本語 한국어 العربية हिन्दी ٣ ½ Ⅻ 🎉 \u200b\ufeff\ufffd")
+
+
+class PatternCoverageError(ValueError):
+    """A split pattern skipped characters of a text, which encoding would silently drop."""
+
+
+def uncovered(pattern: str, text: str) -> tuple[int, str] | None:
+    """(position, character) of the first character of ``text`` no match of ``pattern`` covers."""
+    import regex
+
+    pos = 0
+    for m in regex.finditer(pattern, text):
+        if m.start() > pos:
+            return pos, text[pos]
+        pos = max(pos, m.end())
+    return (pos, text[pos]) if pos < len(text) else None
+
+
+def coverage_error(pattern: str, text: str) -> PatternCoverageError | None:
+    """The error to raise when ``pattern`` does not cover ``text``, else None."""
+    gap = uncovered(pattern, text)
+    if gap is None:
+        return None
+    return PatternCoverageError(
+        f"split pattern {pattern[:60]!r} does not match every character: {gap[1]!r} at character "
+        f"{gap[0]} would be dropped; a split pattern must cover the whole text (end it with an "
+        r"alternative such as '|\s+|.' or '|[\s\S]')")
+
+
 def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
-    """``findall`` for the pattern: the `re` ASCII twin on ASCII text, `regex` otherwise."""
+    """``findall`` for the pattern: the `re` ASCII twin on ASCII text, `regex` otherwise.
+
+    The built-in patterns match every character. For any other pattern each call checks that
+    the chunks add up to the whole text and raises PatternCoverageError otherwise, since text
+    between two matches would be lost from training and from encoding alike.
+    """
     import regex
 
     slow = regex.compile(pattern).findall
     twin = _ASCII.get(pattern)
     if twin is None:
-        return slow
+        if pattern in _CUTS:
+            return slow
+
+        def checked(text: str) -> list[str]:
+            chunks = slow(text)
+            if sum(map(len, chunks)) != len(text):
+                raise coverage_error(pattern, text)
+            return chunks
+
+        return checked
     fast = re.compile(twin, re.ASCII).findall
 
     def findall(text: str) -> list[str]:
         return fast(text) if text.isascii() else slow(text)
 
     return findall
+
+
+def has_safe_cuts(pattern: str) -> bool:
+    """True for the built-in patterns, whose safe cuts are proven (see the module docstring)."""
+    return resolve_pattern(pattern) in _CUTS
+
+
+def safe_cut(text: str, at: int, pattern: str) -> int:
+    """The first position ``p >= at`` where ``text`` may be cut for ``pattern``, else ``len(text)``.
+
+    Pre-tokenizing (or encoding) ``text[:p]`` and ``text[p:]`` apart gives exactly the chunks
+    (the ids) of the whole ``text``, so long texts can be cut into pieces, encoded in any
+    order or in parallel, and joined. Position 0 is always a cut. Under a pattern that is not
+    built in no cut is provably safe, and ``len(text)`` comes back for any ``at > 0``.
+    """
+    if at <= 0:
+        return 0
+    cut = _CUTS.get(resolve_pattern(pattern))
+    m = cut.search(text, at) if cut is not None and at < len(text) else None
+    return m.start() if m else len(text)
 
 
 def segment_cut(pattern: str) -> re.Pattern | None:

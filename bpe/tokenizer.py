@@ -2,7 +2,7 @@
 
 A tokenizer is a split pattern, ``ranks`` (token bytes -> id, the mergeable tokens)
 and special tokens (text -> id). Encoding cuts text with the pattern and merges each
-piece by rank, lowest first, exactly like tiktoken (``bytepair.py``); the ids are the
+piece by rank, lowest first, exactly like tiktoken (``pieces.py``, ``bytepair.py``); the ids are the
 ranks, so a tokenizer read from a ``.tiktoken`` file keeps that file's ids.
 
 A trained tokenizer also keeps its merges ``(left_id, right_id)``: ids 0..255 are the
@@ -11,17 +11,23 @@ bytes, merge k makes id 256 + k, special tokens follow (unless given explicit id
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
-from itertools import chain
-from typing import AbstractSet, Collection, Literal
+from pathlib import Path
+from typing import AbstractSet
 
-import regex
+from .bytepair import repair_surrogates
+from .patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
+from .pieces import PieceEncoder
+from .special import Allowed, Disallowed, alternation, check_disallowed, special_policy
 
-from .bytepair import byte_pair_encode, utf8
-from .patterns import GPT4_PATTERN, chunk_finder, resolve_pattern, segment_cut
+_CONTINUATION = [0x80 <= b < 0xC0 for b in range(256)]
 
-CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is cleared when full
-ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts (more blocks are pure ASCII)
+
+def _check_str(text) -> None:
+    if not isinstance(text, str):
+        hint = " (for bytes, use encode_bytes)" if isinstance(text, (bytes, bytearray, memoryview)) else ""
+        raise TypeError(f"encode expects str, got {type(text).__name__}{hint}")
 
 
 class Tokenizer:
@@ -35,6 +41,9 @@ class Tokenizer:
         merges: list[tuple[int, int]] | None = None,
     ):
         self.pattern = resolve_pattern(pattern)
+        gap = None if self.pattern in PATTERNS.values() else coverage_error(self.pattern, COVERAGE_PROBE)
+        if gap is not None:
+            warnings.warn(f"{gap}; encoding a text that holds such a character raises", stacklevel=2)
         self._ranks: dict[bytes, int] = dict(ranks)
         self._special: dict[str, int] = dict(special_tokens or {})
         self._merges = None if merges is None else [tuple(m) for m in merges]
@@ -61,24 +70,9 @@ class Tokenizer:
             raise ValueError("two special tokens share an id")
 
     def _setup(self) -> None:
-        self._findall = chunk_finder(self.pattern)
-        self._cut = segment_cut(self.pattern)
-        self._clear_cache()
+        self._ordinary = PieceEncoder(self._ranks, self.pattern)
         self._special_res: dict[frozenset, object] = {}
         self._vocab_size = max(self._decoder) + 1
-
-    def _clear_cache(self) -> None:
-        """Empty the piece cache: ``_one`` (piece -> id, for pieces of one token) and ``_multi``
-        (piece -> ids). ``_one`` starts with every token that is whole UTF-8 text, since a
-        piece equal to a token encodes to that token (as in tiktoken)."""
-        one: dict[str, int] = {}
-        for b, i in self._ranks.items():
-            try:
-                one[b.decode("utf-8")] = i
-            except UnicodeDecodeError:
-                pass
-        self._one = one
-        self._multi: dict[str, list[int]] = {}
 
     def __getstate__(self):  # pickling for worker processes: caches and compiled regexes stay behind
         return {"pattern": self.pattern, "ranks": self._ranks, "special": self._special, "merges": self._merges}
@@ -132,129 +126,71 @@ class Tokenizer:
 
     # ---- encoding ---------------------------------------------------------------
 
-    def _encode_chunks(self, text: str) -> list[int]:
-        # Most pieces are one token: one C-level map over the pieces gives their ids, and
-        # None marks the rest (pieces of several tokens, and pieces not seen yet), which
-        # list.index finds in C; only those run Python code.
-        pieces = self._findall(text)
-        one = self._one
-        ids = list(map(one.get, pieces))
-        try:
-            i = ids.index(None)
-        except ValueError:
-            return ids
-        multi = self._multi
-        if len(one) + len(multi) + len(pieces) > CACHE_LIMIT:
-            self._clear_cache()
-            one, multi = self._one, self._multi
-        ranks = self._ranks
-        n = len(ids)
-        out = ids[:i]
-        while True:
-            piece = pieces[i]
-            v = one.get(piece)  # it may have been a miss earlier in this text
-            if v is not None:
-                out.append(v)
-            else:
-                seq = multi.get(piece)
-                if seq is None:
-                    seq = byte_pair_encode(ranks, utf8(piece))
-                    if len(seq) == 1:
-                        one[piece] = seq[0]
-                    elif len(piece) <= 256:  # a rare huge piece is not worth its memory
-                        multi[piece] = seq
-                out += seq
-            try:
-                j = ids.index(None, i + 1)
-            except ValueError:
-                out += ids[i + 1 :]
-                return out
-            out += ids[i + 1 : j]
-            i = j
-
     def encode_ordinary(self, text: str) -> list[int]:
-        """Token ids of ``text``; special-token text is encoded as ordinary text."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode expects str, got {type(text).__name__}")
-        if len(text) <= ENCODE_BLOCK or self._cut is None:
-            return self._encode_chunks(text)
-        # Long texts go in blocks cut at chunk boundaries, to bound the memory of the pieces.
-        out: list[int] = []
-        pos = 0
-        n = len(text)
-        while pos < n:
-            m = self._cut.search(text, pos + ENCODE_BLOCK) if pos + ENCODE_BLOCK < n else None
-            end = m.start() if m else n
-            out += self._encode_chunks(text[pos:end])
-            pos = end
-        return out
+        """Token ids of ``text``; special-token text is encoded as ordinary text.
+
+        Surrogates are repaired over the whole text first, as tiktoken does: a pair becomes
+        its code point, a lone surrogate U+FFFD.
+        """
+        _check_str(text)
+        return self._ordinary(repair_surrogates(text))
+
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Token ids of any bytes, exactly: ``decode_bytes(encode_bytes(b)) == b``.
+
+        Valid UTF-8 encodes as ``encode_ordinary`` of its text. A byte that is not part of valid
+        UTF-8 is split as a punctuation character would be (it is decoded to a surrogate with
+        ``surrogateescape``, which the pattern sees as neither letter, digit nor space) and keeps
+        its own byte in the pieces it ends up in. Special-token text is ordinary text here.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"encode_bytes expects bytes, got {type(data).__name__}")
+        return self._ordinary(bytes(data).decode("utf-8", "surrogateescape"))
 
     def _special_re(self, names: AbstractSet[str]):
         key = frozenset(names)
         r = self._special_res.get(key)
         if r is None:
-            alts = sorted(key, key=len, reverse=True)  # longest first, so a prefix never wins
-            r = regex.compile("|".join(regex.escape(s) for s in alts))
-            self._special_res[key] = r
+            r = self._special_res[key] = alternation(key)
         return r
 
-    def encode(
-        self,
-        text: str,
-        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
-        disallowed_special: Literal["all"] | Collection[str] = "all",
-    ) -> list[int]:
-        """Token ids of ``text`` with tiktoken's special-token policy.
+    def encode(self, text: str, allowed_special: Allowed = frozenset(),
+               disallowed_special: Disallowed = "all") -> list[int]:
+        """Token ids of ``text`` with tiktoken's special-token policy (``bpe.special``).
 
-        ``allowed_special``: special tokens whose text becomes their id ("all" or a set).
-        ``disallowed_special``: special tokens whose text raises ValueError when found
-        ("all" = every special token not allowed). Pass ``disallowed_special=()`` to encode
-        such text as ordinary text instead.
+        ``allowed_special``: special tokens whose text becomes their id ("all" or a set; none by
+        default). ``disallowed_special``: strings whose presence raises DisallowedSpecialError
+        ("all" = every special token not allowed); ``()`` encodes them as ordinary text.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"encode expects str, got {type(text).__name__}")
-        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
-        unknown = allowed - set(self._special)
-        if unknown:
-            raise ValueError(f"allowed_special names unknown special tokens: {sorted(unknown)}; "
-                             f"this tokenizer has {sorted(self._special)}")
-        if disallowed_special == "all":
-            disallowed = set(self._special) - allowed
-        else:
-            disallowed = set(disallowed_special)
-        if disallowed:
-            m = self._special_re(disallowed).search(text)
-            if m:
-                raise ValueError(
-                    f"Encountered text corresponding to disallowed special token {m.group()!r} at "
-                    f"character {m.start()}. To encode it as the special token, pass "
-                    f"allowed_special={{{m.group()!r}}} (or allowed_special='all'); to encode it as "
-                    "ordinary text, pass disallowed_special=()."
-                )
+        _check_str(text)
+        allowed, disallowed = special_policy(self._special, allowed_special, disallowed_special)
+        check_disallowed(text, self._special_re(disallowed) if disallowed else None)
+        text = repair_surrogates(text)
         if not allowed:
-            return self.encode_ordinary(text)
+            return self._ordinary(text)
         out: list[int] = []
         pos = 0
         for m in self._special_re(allowed).finditer(text):
             if m.start() > pos:
-                out += self.encode_ordinary(text[pos : m.start()])
+                out += self._ordinary(text[pos : m.start()])
             out.append(self._special[m.group()])
             pos = m.end()
         if pos < len(text):
-            out += self.encode_ordinary(text[pos:])
+            out += self._ordinary(text[pos:])
         return out
 
-    def encode_batch(
-        self,
-        texts: Iterable[str],
-        workers: int | None = None,
-        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
-        disallowed_special: Literal["all"] | Collection[str] = "all",
-    ) -> list[list[int]]:
+    def encode_batch(self, texts: Iterable[str], workers: int | None = None,
+                     allowed_special: Allowed = frozenset(), disallowed_special: Disallowed = "all",
+                     ) -> list[list[int]]:
         """``[encode(t) for t in texts]``, in ``workers`` processes (default: all cores)."""
         from .batch import encode_batch
 
+        special_policy(self._special, allowed_special, disallowed_special)  # fail here, not in a worker
         return encode_batch(self, list(texts), workers, allowed_special, disallowed_special)
+
+    def encode_ordinary_batch(self, texts: Iterable[str], workers: int | None = None) -> list[list[int]]:
+        """``[encode_ordinary(t) for t in texts]``, in ``workers`` processes (default: all cores)."""
+        return self.encode_batch(texts, workers, allowed_special=frozenset(), disallowed_special=())
 
     # ---- decoding ---------------------------------------------------------------
 
@@ -271,6 +207,29 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Text of a token sequence; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], errors: str = "replace") -> list[str]:
+        """``[decode(ids) for ids in batch]``."""
+        return [self.decode(ids, errors) for ids in batch]
+
+    def decode_bytes_batch(self, batch: Iterable[Iterable[int]]) -> list[bytes]:
+        """``[decode_bytes(ids) for ids in batch]``."""
+        return [self.decode_bytes(ids) for ids in batch]
+
+    def decode_with_offsets(self, ids: Iterable[int]) -> tuple[str, list[int]]:
+        """The text of ``ids`` and, per token, the index of the character where it starts.
+
+        tiktoken's rule: a token whose first byte continues a character begun by the token
+        before it starts at that character. Raises UnicodeDecodeError (a ValueError) when
+        the bytes are not valid UTF-8, since offsets into replaced text would mislead.
+        """
+        parts = [self.token_bytes(i) for i in ids]
+        offsets: list[int] = []
+        n = 0  # characters so far: bytes that are not UTF-8 continuation bytes (0x80..0xBF)
+        for b in parts:
+            offsets.append(max(0, n - (0x80 <= b[0] < 0xC0)))
+            n += len(b) - sum(map(_CONTINUATION.__getitem__, b))
+        return b"".join(parts).decode("utf-8", errors="strict"), offsets
 
     # ---- training ---------------------------------------------------------------
 
@@ -326,6 +285,25 @@ class Tokenizer:
                                min_frequency, workers, verbose, progress)
 
     @classmethod
+    def train_from_counts(
+        cls,
+        paths: str | os.PathLike | Iterable[str | os.PathLike],
+        vocab_size: int = 4096,
+        pattern: str | None = None,
+        special_tokens: Iterable[str] | Mapping[str, int] | None = None,
+        min_frequency: int = 1,
+        verbose: bool = False,
+        progress: bool | None = None,
+    ) -> "Tokenizer":
+        """Train on chunk-count files of ``bpe count`` (paths or globs), one per shard: the same
+        tokenizer as ``train`` over all the shards. ``pattern`` and ``special_tokens`` default to
+        the files' own; others are refused, since the counts depend on them."""
+        from .train import train_from_count_files
+
+        return train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_frequency,
+                                      verbose, progress)
+
+    @classmethod
     def from_merges(
         cls,
         merges: list[tuple[int, int]],
@@ -364,19 +342,27 @@ class Tokenizer:
     def from_tiktoken(
         cls,
         path: str | os.PathLike,
-        pattern: str = GPT4_PATTERN,
+        pattern: str | None = None,
         special_tokens: Mapping[str, int] | None = None,
     ) -> "Tokenizer":
-        """Read a ``.tiktoken`` file (base64 token, space, rank per line); ranks stay ids."""
-        from .formats import load_tiktoken_ranks
+        """Read a ``.tiktoken`` file (base64 token, space, rank per line); ranks stay ids.
 
-        return cls(load_tiktoken_ranks(path), pattern, special_tokens)
+        ``pattern`` and ``special_tokens`` default to those in the side file ``<path>.json`` that
+        ``save_tiktoken`` writes, and without one to GPT-4's pattern and no special tokens.
+        """
+        from .formats import load_tiktoken_ranks, load_tiktoken_side
 
-    def save_tiktoken(self, path: str | os.PathLike) -> None:
-        """Write the mergeable tokens as a ``.tiktoken`` file (special tokens are not part of it)."""
+        ranks = load_tiktoken_ranks(path)
+        side_pattern, side_special = load_tiktoken_side(path) if pattern is None or special_tokens is None else (None, None)
+        return cls(ranks, pattern or side_pattern or GPT4_PATTERN,
+                   side_special if special_tokens is None else special_tokens)
+
+    def save_tiktoken(self, path: str | os.PathLike) -> Path:
+        """Write the mergeable tokens as a ``.tiktoken`` file, and the split pattern and special
+        tokens (which that format cannot hold) to ``<path>.json``; returns the latter's path."""
         from .formats import save_tiktoken
 
-        save_tiktoken(self, path)
+        return save_tiktoken(self, path)
 
     @classmethod
     def from_gpt2_files(

@@ -5,6 +5,7 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from .corpus import default_corpus_files, expand_inputs
@@ -77,8 +78,8 @@ def _summarize_warnings(caught, quiet_unicode: bool, log) -> None:
         warnings.warn(msg, UnicodeWarning, stacklevel=4)
 
 
-def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
-                    workers, verbose, progress):
+def _check(vocab_size, pattern, special_tokens, min_frequency):
+    """(pattern, special names, explicit ids or None, number of merges) from checked arguments."""
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
     pattern = resolve_pattern(pattern)
@@ -90,10 +91,16 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
         )
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
-    n_merges = vocab_size - 256 - len(names)
-    log = (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+    return pattern, names, explicit, vocab_size - 256 - len(names)
 
+
+def _logger(verbose: bool):
+    return (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
+
+
+def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log) -> Counter:
+    """Chunk counts of files, folders and globs (``inputs``; None: the default corpus) or of
+    an iterable of ``texts``; an empty corpus is an error."""
     t0 = time.perf_counter()
     if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
         texts, inputs = inputs, None  # a generator or other iterable of texts
@@ -112,9 +119,15 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
         source = "the given texts"
     if not counts:
         raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
-    t1 = time.perf_counter()
-    log(f"{len(counts):,} distinct chunks ({sum(counts.values()):,} in all) counted in {t1 - t0:.2f}s")
+    log(f"{len(counts):,} distinct chunks ({sum(counts.values()):,} in all) counted in "
+        f"{time.perf_counter() - t0:.2f}s")
+    return counts
 
+
+def _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log):
+    """Merges from chunk counts, then the Tokenizer (special tokens after the merges)."""
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    t1 = time.perf_counter()
     bar = Progress(n_merges, enabled=show)
     merges = train_merges(counts, n_merges, min_frequency, progress=bar if show else None)
     bar(len(merges), final=True)
@@ -125,11 +138,37 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
             f"the corpus supports only {len(merges)} merges (no pair occurs {min_frequency} time(s) any "
             f"more), fewer than the {n_merges} that vocab_size={vocab_size} asks for; the vocabulary "
             f"is smaller",
-            stacklevel=3,
+            stacklevel=4,
         )
     first_special = 256 + len(merges)
-    if explicit is None:
-        specials = {s: first_special + j for j, s in enumerate(names)}
-    else:
-        specials = explicit
+    specials = explicit if explicit is not None else {s: first_special + j for j, s in enumerate(names)}
     return cls.from_merges(merges, pattern, specials)
+
+
+def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
+                    workers, verbose, progress):
+    pattern, names, explicit, n_merges = _check(vocab_size, pattern, special_tokens, min_frequency)
+    log = _logger(verbose)
+    counts = count_inputs(inputs, texts, pattern, names, workers, log)
+    return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)
+
+
+def train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_frequency, verbose, progress):
+    """Train on the merged chunk counts of ``bpe count`` files: the tokenizer of one run over
+    all their shards. The pattern and special tokens are the files' own (given ones must agree)."""
+    from .countfile import load_counts
+
+    log = _logger(verbose)
+    counts, file_pattern, file_specials = load_counts(paths, log)
+    if pattern is not None and resolve_pattern(pattern) != file_pattern:
+        raise ValueError(f"the count files were made with pattern {file_pattern[:60]!r}, not the given "
+                         f"{resolve_pattern(pattern)[:60]!r}; count again or leave the pattern out")
+    if special_tokens is None:
+        special_tokens = file_specials
+    elif sorted(_special_ids(special_tokens, vocab_size)[0]) != sorted(file_specials):
+        raise ValueError(f"the count files were made with special tokens {file_specials}, which split "
+                         f"the documents; the given {list(special_tokens)} differ: count again or leave them out")
+    pattern, names, explicit, n_merges = _check(vocab_size, file_pattern, special_tokens, min_frequency)
+    if not counts:
+        raise ValueError("the count files hold no chunks: no text to learn merges from")
+    return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)

@@ -35,7 +35,7 @@ def test_train_encode_decode_show(tmp_path, monkeypatch, capsys):
     tok = Tokenizer.load(out)
     assert tok.special_tokens == {"<|endoftext|>": 256 + tok.n_merges}  # right after the merges
     text = "the cat sat<|endoftext|>on the log"
-    rc, ids, _ = run(["encode", "-t", str(out)], text, monkeypatch, capsys)
+    rc, ids, _ = run(["encode", "-t", str(out), "--allowed-special", "all"], text, monkeypatch, capsys)
     assert rc == 0 and [int(x) for x in ids.split()] == tok.encode(text, allowed_special="all")
     rc, back, _ = run(["decode", "-t", str(out)], ids, monkeypatch, capsys)
     assert rc == 0 and back == text

@@ -126,9 +126,9 @@ def test_lone_surrogates_become_replacement_characters_like_tiktoken(tok4):
 
 
 def test_a_full_cache_is_cleared_without_changing_results(tok4, corpus_texts, monkeypatch):
-    import bpe.tokenizer
+    import bpe.pieces
 
-    monkeypatch.setattr(bpe.tokenizer, "CACHE_LIMIT", 50)
+    monkeypatch.setattr(bpe.pieces, "CACHE_LIMIT", 50)
     small = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     text = corpus_texts[1] + PROSE
     assert small.encode(text) == tiktoken_of(tok4).encode(text)

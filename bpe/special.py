@@ -1,0 +1,74 @@
+"""tiktoken's special-token policy: which special-token text becomes its id, and which is refused.
+
+``allowed_special``: the special tokens whose text in the input becomes their id: ``"all"``
+or a set of their strings (default: none). ``disallowed_special``: strings whose presence in
+the input raises ``DisallowedSpecialError``: ``"all"`` (every special token not allowed, the
+default) or a collection of strings (``()`` encodes special-token text as ordinary text).
+Any other string is refused: ``"none"`` is not read as the set of its characters.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import AbstractSet, Literal
+
+import regex
+
+Allowed = Literal["all"] | AbstractSet[str]
+Disallowed = Literal["all"] | Collection[str]
+
+
+class DisallowedSpecialError(ValueError):
+    """Special-token text found in text that is not allowed to hold it."""
+
+    def __init__(self, token: str, position: int):
+        self.token = token
+        self.position = position
+        super().__init__(
+            f"Encountered text corresponding to disallowed special token {token!r} at character "
+            f"{position}. To encode it as the special token, pass allowed_special={{{token!r}}} (or "
+            "allowed_special='all'); to encode it as ordinary text, pass disallowed_special=()."
+        )
+
+
+def _as_set(value, name: str) -> set[str]:
+    if isinstance(value, str):
+        hint = " (the default)" if name == "allowed_special" else ""
+        raise ValueError(f"{name} must be 'all' or a collection of special-token strings, got the string "
+                         f"{value!r}; for none, pass set(){hint}")
+    try:
+        out = set(value)
+    except TypeError:
+        raise TypeError(f"{name} must be 'all' or a collection of strings, got {type(value).__name__}") from None
+    bad = [s for s in out if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"{name} must hold strings, got {bad[0]!r}")
+    return out
+
+
+def special_policy(specials: Mapping[str, int], allowed_special: Allowed,
+                   disallowed_special: Disallowed) -> tuple[set[str], set[str]]:
+    """(allowed, disallowed) as sets of strings, checked as tiktoken defines them."""
+    allowed = set(specials) if allowed_special == "all" else _as_set(allowed_special, "allowed_special")
+    unknown = allowed - set(specials)
+    if unknown:
+        raise ValueError(f"allowed_special names unknown special tokens: {sorted(unknown)}; "
+                         f"this tokenizer has {sorted(specials)}")
+    if disallowed_special == "all":
+        disallowed = set(specials) - allowed
+    else:
+        disallowed = _as_set(disallowed_special, "disallowed_special")
+    return allowed, disallowed
+
+
+def alternation(strings: AbstractSet[str]) -> regex.Pattern:
+    """A regex matching any of ``strings``, the longest first so that a prefix never wins."""
+    alts = sorted(strings, key=len, reverse=True)
+    return regex.compile("|".join(regex.escape(s) for s in alts))
+
+
+def check_disallowed(text: str, finder: regex.Pattern | None) -> None:
+    """Raise DisallowedSpecialError at the first match of ``finder`` in ``text``."""
+    if finder is not None:
+        m = finder.search(text)
+        if m:
+            raise DisallowedSpecialError(m.group(), m.start())
