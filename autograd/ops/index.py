@@ -188,11 +188,27 @@ class Embedding(Function):
         return (grad,)
 
 
-def embedding(weight: Tensor, idx: Any) -> Tensor:
+def check_ids(ids: Any, n: int, op: str, what: str = "id", ignore_index: int | None = None) -> None:
+    """An IndexError naming the first value of the integer array `ids` outside [0, n) (values
+    equal to `ignore_index` are allowed). Costs one device-to-host sync on the GPU."""
+    if not ids.size:
+        return
+    bad = (ids < 0) | (ids >= n)
+    if ignore_index is not None:
+        bad &= ids != ignore_index
+    if bool(bad.any()):
+        first = int(ids[bad].reshape(-1)[0])
+        also = f" (or ignore_index={ignore_index})" if ignore_index is not None else ""
+        raise IndexError(f"{op}: {what} {first} is outside [0, {n}){also}")
+
+
+def embedding(weight: Tensor, idx: Any, check_range: bool = True) -> Tensor:
     """Rows of `weight` (V, C) at integer ids `idx` (...) -> (..., C).
 
-    The backward sums the gradient rows of repeated ids (see scatter_rows), much faster
-    than numpy.add.at.
+    Ids outside [0, V) raise an IndexError; `check_range=False` skips that check (one
+    device-to-host sync on the GPU) for a caller that has checked the ids already: an id out of
+    range is then not detected (NumPy wraps negative ids). The backward
+    sums the gradient rows of repeated ids (see scatter_rows), much faster than numpy.add.at.
     """
     weight = as_tensor(weight, "embedding")
     if weight.ndim != 2:
@@ -202,12 +218,6 @@ def embedding(weight: Tensor, idx: Any) -> Tensor:
         ids = weight.xp.asarray(ids)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be integers, got dtype {ids.dtype}")
-    if ids.size:
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= weight.shape[0]:
-            bad = lo if lo < 0 else hi
-            raise IndexError(
-                f"embedding: id {bad} is out of range for a table of {weight.shape[0]} rows "
-                f"(weight shape {weight.shape})"
-            )
+    if check_range:
+        check_ids(ids, weight.shape[0], "embedding")
     return Embedding.apply(weight, idx=ids)

@@ -19,6 +19,7 @@ from autograd import backend
 from autograd import cuda as _cuda
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
+from autograd.ops.index import check_ids
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -116,10 +117,14 @@ def _targets_array(targets: Any, logits) -> Any:
     return targets
 
 
-def cross_entropy(logits, targets, ignore_index: int = -100, reduction: str = "mean"):
+def cross_entropy(logits, targets, ignore_index: int = -100, reduction: str = "mean",
+                  check_range: bool = True):
     """Cross-entropy of `logits` (N, V) or (B, T, V) against integer `targets` (N,) or (B, T).
 
-    Targets equal to `ignore_index` contribute nothing. `reduction`: "mean" (over the targets
+    Targets equal to `ignore_index` contribute nothing; others outside [0, V) raise an
+    IndexError unless `check_range=False` (which skips that check, one device-to-host sync on
+    the GPU, for a caller that has checked the targets already; a target out of range is then
+    not detected). `reduction`: "mean" (over the targets
     that are not ignored; NaN when all are), "sum", or "none" (per-position losses of the
     targets' shape, 0 at ignored positions). Returns a Tensor of the logits' dtype.
     """
@@ -135,14 +140,8 @@ def cross_entropy(logits, targets, ignore_index: int = -100, reduction: str = "m
             f"cross_entropy: targets of shape {tuple(t.shape)} do not match logits of shape "
             f"{tuple(logits.shape)}: expected targets of shape {tuple(logits.shape[:-1])}"
         )
-    V = logits.shape[-1]
-    bad = (t != ignore_index) & ((t < 0) | (t >= V))
-    if bool(bad.any()):
-        first = int(t[bad].reshape(-1)[0])
-        raise IndexError(
-            f"cross_entropy: target {first} is out of range for {V} classes "
-            f"(valid: 0..{V - 1}, or ignore_index={ignore_index})"
-        )
+    if check_range:
+        check_ids(t, logits.shape[-1], "cross_entropy", "target", ignore_index=ignore_index)
     from autograd.tensor import Tensor
 
     return CrossEntropy.apply(logits, Tensor._make(t, None), ignore_index=ignore_index, reduction=reduction)

@@ -148,6 +148,16 @@ def test_cross_entropy_custom_ignore_index_and_values():
     np.testing.assert_allclose(mean, -(np.log(0.5) + np.log(1 / 3)) / 2, rtol=1e-12)
 
 
+def test_cross_entropy_check_range_false_skips_only_the_range_check():
+    x = RNG.standard_normal((4, 6))
+    t = np.array([0, 5, -100, 3])
+    want = ops.cross_entropy(Tensor(x), t)
+    got = ops.cross_entropy(Tensor(x), t, check_range=False)
+    assert got.item() == want.item()
+    with pytest.raises(TypeError, match="integer"):
+        ops.cross_entropy(Tensor(x), t.astype(float), check_range=False)   # the other checks stay
+
+
 def test_cross_entropy_all_ignored_gives_nan_and_zero_grad():
     x = Tensor(RNG.standard_normal((3, 4)), requires_grad=True)
     loss = ops.cross_entropy(x, np.full(3, -100))
@@ -170,8 +180,10 @@ def test_cross_entropy_bad_input_is_named():
     x = Tensor(np.zeros((2, 3, 5), dtype=np.float32))
     with pytest.raises(ValueError, match=r"targets of shape \(2, 4\).*\(2, 3\)"):
         ops.cross_entropy(x, np.zeros((2, 4), dtype=np.int64))
-    with pytest.raises(IndexError, match="target 5 is out of range for 5 classes"):
+    with pytest.raises(IndexError, match=r"cross_entropy: target 5 is outside \[0, 5\) \(or ignore_index=-100\)"):
         ops.cross_entropy(x, np.full((2, 3), 5))
+    with pytest.raises(IndexError, match=r"target -2 is outside \[0, 5\) \(or ignore_index=-1\)"):
+        ops.cross_entropy(x, np.array([[0, -1, -1], [4, -2, 0]]), ignore_index=-1)
     with pytest.raises(TypeError, match="integer"):
         ops.cross_entropy(x, np.zeros((2, 3)))
     with pytest.raises(ValueError, match="reduction"):

@@ -101,8 +101,11 @@ def test_scatter_rows_equals_add_at(v, n, seed):
 def test_embedding_keeps_float32_and_rejects_bad_ids():
     keeps_float32(lambda t: embedding(t, np.array([[0, 1], [1, 1]])), randn((3, 2), 0))
     w = Tensor(np.ones((5, 2)))
-    with pytest.raises(IndexError, match="embedding: id 5 is out of range for a table of 5 rows"):
+    with pytest.raises(IndexError, match=r"embedding: id 5 is outside \[0, 5\)$"):
         embedding(w, np.array([0, 5]))
+    with pytest.raises(IndexError, match=r"embedding: id -1 is outside \[0, 5\)$"):
+        embedding(w, np.array([[3, -1], [7, 0]]))            # the first bad id in order
+    np.testing.assert_array_equal(embedding(w, np.array([4, 0]), check_range=False).numpy(), np.ones((2, 2)))
     with pytest.raises(TypeError, match="embedding: ids must be integers"):
         embedding(w, np.array([0.0, 1.0]))
     with pytest.raises(ValueError, match=r"weight must be \(V, C\)"):
