@@ -54,27 +54,22 @@ def _weighted_difference(plus, minus, weights) -> float:
     return float(sum((np.where(p == m, 0.0, p - m) * w).sum() for p, m, w in zip(plus, minus, weights)))
 
 
-def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
-              atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0) -> GradcheckReport:
-    """Check d sum(fn(*inputs) * w) / d input against central differences.
-
-    `inputs`: Tensors (those with requires_grad=True are checked; they must be float64 and
-    on the CPU, or are converted to float64 CPU copies) and any other arguments, passed
-    through unchanged. `fn` returns a Tensor or a tuple of Tensors.
-    An element fails when |analytic - numeric| > atol + rtol * |numeric|.
-    Raises AssertionError naming the worst element on failure; returns a GradcheckReport.
-    """
-    args = []
-    checked = []
+def _float64_leaves(inputs: Sequence[Any]) -> tuple[list, list]:
+    """The arguments with each input that requires a gradient replaced by a private float64 CPU
+    copy (to perturb), and the positions of those inputs."""
+    args, checked = [], []
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.requires_grad:
-            data = np.array(x.numpy(), dtype=np.float64)  # a private float64 copy to perturb
-            x = Tensor(data, requires_grad=True)
+            x = Tensor(np.array(x.numpy(), dtype=np.float64), requires_grad=True)
             checked.append(i)
         args.append(x)
     if not checked:
         raise ValueError("gradcheck: no input requires a gradient (pass Tensors with requires_grad=True)")
+    return args, checked
 
+
+def _backward_of_weighted_sum(fn: Callable[..., Any], args: list, checked: list, seed: int) -> list:
+    """Run backward of sum(out * w) over fn's outputs (fills args[i].grad); returns the weights w."""
     with enable_grad():
         outs = _outputs(fn(*args))
     if not outs:
@@ -91,37 +86,64 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
         args[i].grad = None
     if loss is not None:
         loss.backward()
+    return weights
 
+
+def _central_differences(fn: Callable[..., Any], args: list, x: Tensor, weights: list, eps: float):
+    """d sum(fn(*args) * w) / dx element by element, as a flat float64 array."""
+    flat = x.data.reshape(-1)  # a view: perturbing it perturbs the input
+    numeric = np.empty(flat.size)
+    with no_grad():
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = _values(_outputs(fn(*args)))
+            flat[j] = orig - eps
+            minus = _values(_outputs(fn(*args)))
+            flat[j] = orig
+            numeric[j] = _weighted_difference(plus, minus, weights) / (2 * eps)
+    return numeric
+
+
+def _compare(report: GradcheckReport, worst_excess: float, i: int, x: Tensor, numeric, atol: float,
+             rtol: float) -> float:
+    """Fold input i's errors into `report`; returns the new worst excess over the tolerance."""
+    analytic = x.grad if x.grad is not None else np.zeros_like(x.data)
+    a = np.asarray(analytic, dtype=np.float64).reshape(-1)
+    abs_err = np.abs(a - numeric)
+    rel_err = abs_err / np.maximum(np.abs(numeric), 1e-12)
+    excess = abs_err - (atol + rtol * np.abs(numeric))
+    excess[~(np.isfinite(a) & np.isfinite(numeric))] = np.inf  # NaN or inf never passes
+    if not abs_err.size:
+        return worst_excess
+    report.max_abs_error = max(report.max_abs_error, float(abs_err.max()))
+    report.max_rel_error = max(report.max_rel_error, float(np.where(abs_err > atol, rel_err, 0).max()))
+    j = int(np.argmax(excess))
+    if excess[j] > worst_excess:
+        worst_excess = float(excess[j])
+        report.worst_input = i
+        report.worst_index = tuple(int(v) for v in np.unravel_index(j, x.shape))
+        report.analytic, report.numeric = float(a[j]), float(numeric[j])
+    return worst_excess
+
+
+def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0) -> GradcheckReport:
+    """Check d sum(fn(*inputs) * w) / d input against central differences.
+
+    `inputs`: Tensors (those with requires_grad=True are checked; they must be float64 and
+    on the CPU, or are converted to float64 CPU copies) and any other arguments, passed
+    through unchanged. `fn` returns a Tensor or a tuple of Tensors.
+    An element fails when |analytic - numeric| > atol + rtol * |numeric|.
+    Raises AssertionError naming the worst element on failure; returns a GradcheckReport.
+    """
+    args, checked = _float64_leaves(inputs)
+    weights = _backward_of_weighted_sum(fn, args, checked, seed)
     report = GradcheckReport(ok=True, max_abs_error=0.0, max_rel_error=0.0, checked=checked)
     worst_excess = -np.inf
     for i in checked:
-        x = args[i]
-        analytic = x.grad if x.grad is not None else np.zeros_like(x.data)
-        flat = x.data.reshape(-1)  # a view: perturbing it perturbs the input
-        numeric = np.empty(flat.size)
-        with no_grad():
-            for j in range(flat.size):
-                orig = flat[j]
-                flat[j] = orig + eps
-                plus = _values(_outputs(fn(*args)))
-                flat[j] = orig - eps
-                minus = _values(_outputs(fn(*args)))
-                flat[j] = orig
-                numeric[j] = _weighted_difference(plus, minus, weights) / (2 * eps)
-        a = np.asarray(analytic, dtype=np.float64).reshape(-1)
-        abs_err = np.abs(a - numeric)
-        rel_err = abs_err / np.maximum(np.abs(numeric), 1e-12)
-        excess = abs_err - (atol + rtol * np.abs(numeric))
-        excess[~(np.isfinite(a) & np.isfinite(numeric))] = np.inf  # NaN or inf never passes
-        if abs_err.size:
-            report.max_abs_error = max(report.max_abs_error, float(abs_err.max()))
-            report.max_rel_error = max(report.max_rel_error, float(np.where(abs_err > atol, rel_err, 0).max()))
-            j = int(np.argmax(excess))
-            if excess[j] > worst_excess:
-                worst_excess = float(excess[j])
-                report.worst_input = i
-                report.worst_index = tuple(int(v) for v in np.unravel_index(j, x.shape))
-                report.analytic, report.numeric = float(a[j]), float(numeric[j])
+        numeric = _central_differences(fn, args, args[i], weights, eps)
+        worst_excess = _compare(report, worst_excess, i, args[i], numeric, atol, rtol)
     report.ok = worst_excess <= 0
     if not report.ok:
         raise AssertionError(str(report))
