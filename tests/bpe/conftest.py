@@ -44,3 +44,17 @@ def cl100k_path() -> Path:
     if not CL100K.exists():
         pytest.skip(f"{CL100K} is absent (the reference cl100k_base.tiktoken is not in this checkout)")
     return CL100K
+
+
+@pytest.fixture(scope="session")
+def tok_by_pattern(corpus_texts):
+    """A small tokenizer per split pattern, trained once."""
+    made = {}
+
+    def get(pattern):
+        if pattern not in made:
+            made[pattern] = Tokenizer.train_from_iterator(corpus_texts[:8], vocab_size=400, pattern=pattern,
+                                                          workers=1)
+        return made[pattern]
+
+    return get

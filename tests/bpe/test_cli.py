@@ -70,3 +70,108 @@ def test_errors_are_one_line(tmp_path, monkeypatch, capsys):
         main(["decode", "-t", str(tokf), "--ids", "5 99999"])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["encode", "-t", str(tmp_path / "none.json"), "--text", "x"])
+
+
+# ---- nothing lost without a word ------------------------------------------------
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 30)
+    return f
+
+
+def test_train_without_out_does_not_overwrite_tok_json(corpus, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = ["train", "--input", str(corpus), "--vocab-size", "260", "--quiet"]
+    assert run(args, "", monkeypatch, capsys)[0] == 0
+    before = (tmp_path / "tok.json").read_bytes()
+    with pytest.raises(SystemExit, match="tok.json exists; pass --out PATH .* or --force"):
+        main(args[:-3] + ["--vocab-size", "265"])
+    assert (tmp_path / "tok.json").read_bytes() == before
+    assert run(args[:-3] + ["--vocab-size", "265", "--force", "--quiet"], "", monkeypatch, capsys)[0] == 0
+    assert Tokenizer.load(tmp_path / "tok.json").vocab_size == 265
+
+
+def test_tiktoken_out_keeps_special_tokens_in_a_side_file(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "x.tiktoken"
+    rc, _, err = run(["train", "--input", str(corpus), "--vocab-size", "270", "--pattern", "gpt2",
+                      "--special", "<|endoftext|>", "--out", str(out)], "", monkeypatch, capsys)
+    side = tmp_path / "x.tiktoken.json"
+    assert rc == 0 and side.exists() and "x.tiktoken.json (split pattern and 1 special token(s)" in err
+    info = json.loads(side.read_text())
+    assert info["special_tokens"] == {"<|endoftext|>": 269}
+    tok = Tokenizer.from_tiktoken(out)  # pattern and special tokens come back from the side file
+    assert tok.special_tokens == {"<|endoftext|>": 269} and tok.pattern == info["pat_str"]
+    assert tok.encode("<|endoftext|>", allowed_special="all") == [269]
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    enc = tiktoken.Encoding(info["name"], pat_str=info["pat_str"], mergeable_ranks=load_tiktoken_bpe(str(out)),
+                            special_tokens=info["special_tokens"])
+    text = "the cat<|endoftext|>the log"
+    assert enc.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
+    with pytest.raises(ValueError, match="side file of .*x.tiktoken"):
+        Tokenizer.load(side)
+
+
+def test_encode_special_policy_matches_the_library(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "t.json"
+    run(["train", "--input", str(corpus), "--vocab-size", "270", "--special", "<|endoftext|>",
+         "--out", str(out), "--quiet"], "", monkeypatch, capsys)
+    tok = Tokenizer.load(out)
+    text = "the cat<|endoftext|>"
+    rc, _, err = run(["encode", "-t", str(out), "--text", text], "", monkeypatch, capsys)
+    assert rc == 2 and "--allowed-special all" in err and "--disallowed-special none" in err
+    for flags, kw in [(["--allowed-special", "all"], dict(allowed_special="all")),
+                      (["--disallowed-special", "none"], dict(disallowed_special=()))]:
+        rc, ids, _ = run(["encode", "-t", str(out), "--text", text] + flags, "", monkeypatch, capsys)
+        assert rc == 0 and [int(x) for x in ids.split()] == tok.encode(text, **kw)
+
+
+def test_encode_warns_on_non_utf8_input_and_bytes_is_exact(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "t.json"
+    run(["train", "--input", str(corpus), "--vocab-size", "270", "--out", str(out), "--quiet"], "", monkeypatch, capsys)
+    data = tmp_path / "latin1.txt"
+    data.write_bytes(b"caf\xe9 <|x|>\n")
+    rc, ids, err = run(["encode", "-t", str(out), str(data)], "", monkeypatch, capsys)
+    assert rc == 0 and "not UTF-8 (the first at byte offset 3)" in err and "--bytes" in err
+    assert err.startswith("bpe: warning: ") and err.count("\n") == 1  # the message alone
+    rc, ids, err = run(["encode", "-t", str(out), "--bytes", str(data)], "", monkeypatch, capsys)
+    assert rc == 0 and err == ""
+    assert Tokenizer.load(out).decode_bytes([int(x) for x in ids.split()]) == data.read_bytes()
+
+
+def test_library_warnings_print_the_message_alone(tmp_path, monkeypatch, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ab ab")
+    rc, _, err = run(["train", "--input", str(corpus), "--vocab-size", "400", "--out", str(tmp_path / "t.json"),
+                      "--quiet"], "", monkeypatch, capsys)
+    assert rc == 0 and "bpe: warning: the corpus supports only" in err
+    assert "Tokenizer.train(" not in err and "UserWarning" not in err and err.count("\n") == 1
+
+
+def test_count_shards_then_train_on_the_counts(tmp_path, monkeypatch, capsys):
+    shards = []
+    for k in range(3):
+        d = tmp_path / f"shard{k}"
+        d.mkdir()
+        (d / "a.txt").write_text(f"def f{k}(x):\n    return x * {k} + 'é'\n" * (k + 3))
+        (d / "b.txt").write_text("the cat sat<|endoftext|>on the mat\n" * (4 - k))
+        shards.append(d)
+    for k, d in enumerate(shards):
+        rc, _, _ = run(["count", "--input", str(d), "--out", str(tmp_path / f"counts.{k}"), "--special",
+                        "<|endoftext|>", "--pattern", "gpt2", "--quiet"], "", monkeypatch, capsys)
+        assert rc == 0
+    out = tmp_path / "t.json"
+    rc, _, err = run(["train", "--counts", str(tmp_path / "counts.*"), "--vocab-size", "280", "--out", str(out)],
+                     "", monkeypatch, capsys)
+    assert rc == 0, err
+    union = Tokenizer.train(shards, vocab_size=280, pattern="gpt2", special_tokens=["<|endoftext|>"], workers=1)
+    merged = Tokenizer.load(out)
+    assert merged.merges == union.merges and merged.special_tokens == union.special_tokens
+    assert merged.pattern == union.pattern
+    rc, _, err = run(["train", "--counts", str(tmp_path / "counts.*"), "--pattern", "gpt4", "--out", str(out)],
+                     "", monkeypatch, capsys)
+    assert rc == 2 and "made with pattern" in err

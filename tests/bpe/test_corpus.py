@@ -84,3 +84,26 @@ def test_first_cut_matches_its_definition_for_any_read_size(tmp_path):
                 want = brute(data, q)
                 for step in (1, 2, 3, 7, 1 << 16):
                     assert _first_cut(fh, q, len(data), step) == want, (data, q, step)
+
+
+def test_one_reader_skips_binary_files_found_and_lists_each_file_once(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("alpha")
+    (tmp_path / "d" / "blob.bin").write_bytes(b"\x00\x01\x02" * 10)
+    (tmp_path / "d" / "sub").mkdir()
+    (tmp_path / "d" / "sub" / "b.txt").write_text("beta")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "d" / "a.txt")
+    found = expand_inputs([tmp_path / "d", str(tmp_path / "d" / "*.*"), tmp_path / "d" / "sub" / ".." / "a.txt",
+                           tmp_path / "link.txt"])
+    assert [f.name for f in found] == ["a.txt", "b.txt"]
+    assert [f.name for f in expand_inputs([tmp_path / "d" / "blob.bin"])] == ["blob.bin"]  # named: kept
+    assert len(expand_inputs([tmp_path / "d"], skip_binary=False)) == 3
+
+
+def test_blocks_of_a_pattern_without_known_cuts_are_the_whole_file(tmp_path):
+    f = tmp_path / "f.txt"
+    text = "abc\ndef\nghi\n" * 20
+    f.write_text(text)
+    assert list(read_blocks(f, block_bytes=10, pattern=r"\S+\n\S|\s+|\S+")) == [text]
+    assert list(read_blocks(f, 5, 50, block_bytes=10, pattern=r"\S+|\s+")) == []
+    assert len(list(read_blocks(f, block_bytes=10, pattern="gpt4"))) > 5

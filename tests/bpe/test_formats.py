@@ -170,3 +170,66 @@ def test_loading_a_huggingface_file_says_what_it_is(tok2, tmp_path):
     tok2.save_huggingface(p)
     with pytest.raises(ValueError, match="Hugging Face tokenizer.json"):
         Tokenizer.load(p)
+
+
+BAD_VALUES = [None, True, 1.5, -1, "x", [], {}, [[1]], {"a": 1}, 10 ** 30, [[None, "AA=="]]]
+
+
+@pytest.mark.filterwarnings("ignore:split pattern")
+def test_hostile_json_gives_one_error_naming_the_file(tmp_path):
+    """Wrong types in every field, a 5,000-digit number and deep nesting: always the project's
+    ValueError with the file's name, never another exception."""
+    base = {"format": "bpe-tokenizer", "version": 1, "pattern": GPT2_PATTERN, "merges": [[97, 98]],
+            "special_tokens": {"<x>": 257}}
+    cases = []
+    for key in ["format", "version", "pattern", "merges", "tokens", "special_tokens"]:
+        for v in BAD_VALUES:
+            cases.append(json.dumps({**base, key: v}))
+    cases += [json.dumps({**base, "special_tokens": {"<x>": v}}) for v in BAD_VALUES]
+    cases += [json.dumps({**base, "merges": [v]}) for v in BAD_VALUES]
+    cases += [json.dumps({k: v for k, v in base.items() if k != "merges"} | {"tokens": [v]}) for v in BAD_VALUES]
+    cases += ['{"version": 1, "merges": [[1, ' + "9" * 5000 + "]]}", "[" * 100_000 + "]" * 100_000, "5", '"x"']
+    p = tmp_path / "hostile.json"
+    for text in cases:
+        p.write_text(text)
+        try:
+            Tokenizer.load(p)
+        except ValueError as e:
+            assert "hostile.json" in str(e), (text[:80], e)
+    assert len(cases) > 90
+
+
+def test_side_file_of_tiktoken_gives_pattern_and_specials(tok2, tmp_path):
+    p = tmp_path / "t.tiktoken"
+    side = tok2.save_tiktoken(p)
+    assert side == tmp_path / "t.tiktoken.json"
+    back = Tokenizer.from_tiktoken(p)
+    assert back.pattern == GPT2_PATTERN and back.special_tokens == tok2.special_tokens
+    assert Tokenizer.from_tiktoken(p, pattern="gpt4", special_tokens={}).special_tokens == {}
+    side.write_text('{"format": "bpe-tiktoken-side", "pat_str": 3}')
+    with pytest.raises(ValueError, match="t.tiktoken.json: fields 'pat_str'"):
+        Tokenizer.from_tiktoken(p)
+    side.unlink()
+    assert Tokenizer.from_tiktoken(p).special_tokens == {}  # a plain .tiktoken file still loads
+
+
+def test_written_files_honour_the_umask(tok4, tmp_path):
+    old = os.umask(0o022)
+    try:
+        tok4.save(tmp_path / "a.json")
+        os.umask(0o002)
+        tok4.save(tmp_path / "b.json")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o664
+
+
+def test_rename_is_followed_by_a_folder_fsync(tok4, tmp_path, monkeypatch):
+    import stat
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real(fd)))
+    tok4.save(tmp_path / "t.json")
+    assert synced == [False, True]  # the file, then its folder after the rename

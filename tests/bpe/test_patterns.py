@@ -79,3 +79,77 @@ def test_chunk_counter_equals_counting_findall(pattern, texts):
         counter.add(t)
         want.update(regex.findall(pattern, t))
     assert counter.result() == want
+
+
+# ---- safe cuts and coverage -------------------------------------------------------
+
+CUT_TEXTS = ["x = a!\n/b\n" * 40, "def f(x):\n    return x  \n\n\tclass A:\n  pass\r\n" * 6,
+             "word's 123456 \u3000字\n\n  /x\n!\n\n/é\u0301 🎉\n" * 8]
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_safe_cut_at_every_offset_keeps_the_ids_of_the_whole_text(tok_by_pattern, name):
+    """Encoding the two sides of a safe cut gives the ids of the whole text, for every pattern
+    (o200k: '!\\n/' is one pre-token, so no cut falls inside it)."""
+    from bpe.patterns import safe_cut
+
+    tok = tok_by_pattern(PATTERNS[name])
+    for text in CUT_TEXTS:
+        whole = tok.encode_ordinary(text)
+        cuts = set()
+        for at in range(len(text) + 1):
+            p = safe_cut(text, at, tok.pattern)
+            assert at <= p <= len(text) or (at == 0 and p == 0)
+            cuts.add(p)
+        assert len(cuts) > 3  # the rule does cut
+        for p in cuts:
+            assert tok.encode_ordinary(text[:p]) + tok.encode_ordinary(text[p:]) == whole, (name, p)
+        pieces, pos = [], 0
+        while pos < len(text):  # cut everywhere at once, in pieces of about 7 characters
+            end = safe_cut(text, pos + 7, tok.pattern)
+            pieces.append(text[pos:end])
+            pos = end
+        assert sum((tok.encode_ordinary(x) for x in pieces), []) == whole
+
+
+def test_a_pattern_without_known_cuts_is_never_cut():
+    from bpe.patterns import has_safe_cuts, safe_cut
+
+    assert not has_safe_cuts(r"\S+|\s+") and all(has_safe_cuts(p) for p in PATTERNS.values())
+    assert safe_cut("a\nb\nc", 1, r"\S+|\s+") == 5 and safe_cut("a\nb", 0, r"\S+|\s+") == 0
+
+
+def test_a_pattern_that_skips_characters_is_refused(tmp_path):
+    import warnings
+
+    from bpe import Tokenizer
+    from bpe.patterns import PatternCoverageError
+
+    with pytest.raises(PatternCoverageError, match=r"'H' at character 0 would be dropped"):
+        Tokenizer.train_from_iterator(["Hello, World 123"], vocab_size=260, pattern="[a-z]+")
+    with pytest.warns(UserWarning, match="does not match every character"):
+        tok = Tokenizer.train_from_iterator(["hello world"], vocab_size=260, pattern=r"[a-z]+|\s")
+    with pytest.raises(PatternCoverageError, match=r"',' at character 5"):
+        tok.encode("hello, world")
+    assert tok.decode(tok.encode("hello world")) == "hello world"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pattern that covers everything loads silently
+        Tokenizer.train_from_iterator(["hello, world"], vocab_size=260, pattern=r"\w+|\s+|[^\w\s]+")
+
+
+def test_empty_and_capturing_patterns_are_refused(tok4, tmp_path):
+    import json
+
+    from bpe import Tokenizer
+
+    with pytest.raises(ValueError, match="pattern is empty"):
+        resolve_pattern("")
+    with pytest.raises(ValueError, match=r"capturing groups; write them as \(\?:"):
+        resolve_pattern(r"(\w)+|\s")
+    p = tmp_path / "t.json"
+    tok4.save(p)
+    d = json.loads(p.read_text())
+    d["pattern"] = ""
+    p.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"t.json: .*pattern is empty"):
+        Tokenizer.load(p)
