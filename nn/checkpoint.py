@@ -119,9 +119,19 @@ def _reject_duplicates(pairs):
     out = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"duplicate key {k!r} in the JSON header")
+            raise ValueError(f"duplicate key {k!r}")
         out[k] = v
     return out
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads that refuses what it would otherwise take silently or crash on: a duplicate
+    key (json keeps the last) and nesting too deep for the parser (RecursionError), both as
+    ValueError; numbers too long to convert already raise ValueError."""
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
@@ -142,7 +152,7 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
             raise _fail(path, f"header length {n:,} points past the end of the file ({size:,} bytes; truncated?)")
         raw = f.read(n)
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates)
+        header = parse_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _fail(path, f"header is not valid UTF-8 JSON ({exc})") from None
     if not isinstance(header, dict):

@@ -43,7 +43,9 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
                      max_chars: int | None = None, val_fraction: float = 0.1,
                      workers: int | None = None, verbose: bool = True) -> Path:
     """A prepared data folder of the default corpus (made now, or found in the cache)."""
-    from gpt.data import META_FILE, prepare
+    from gpt.data.folder import INCOMPLETE_FILE, META_FILE
+    from gpt.data.prepare import prepare
+    from gpt.files import FolderLock
 
     max_chars = max_chars or DEFAULT_MAX_CHARS
     files = default_files(max_chars)
@@ -53,14 +55,16 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
                           "format": 1})
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
     out = Path(runs_root) / "_data" / f"stdlib-{'char' if char else vocab_size}-{key}"
-    if (out / META_FILE).is_file():
+    # Runs started together share the cache: one prepares it, the others wait and reuse it.
+    with FolderLock(out, "the default corpus's data folder", wait=True):
+        if (out / META_FILE).is_file() and not (out / INCOMPLETE_FILE).exists():
+            if verbose:
+                print(f"data: reusing the prepared standard-library corpus in {out}")
+            return out
         if verbose:
-            print(f"data: reusing the prepared standard-library corpus in {out}")
-        return out
-    if verbose:
-        print(f"data: {len(files)} files of the Python standard library "
-              f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB) -> {out}")
-    prepare(files, out, vocab_size=vocab_size, char=char, val_fraction=val_fraction,
-            workers=workers, max_chars=max_chars,
-            tokenizer_max_chars=min(max_chars, TOKENIZER_MAX_CHARS), verbose=verbose)
+            print(f"data: {len(files)} files of the Python standard library "
+                  f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB) -> {out}")
+        prepare(files, out, vocab_size=vocab_size, char=char, val_fraction=val_fraction,
+                workers=workers, max_chars=max_chars,
+                tokenizer_max_chars=min(max_chars, TOKENIZER_MAX_CHARS), verbose=verbose)
     return out

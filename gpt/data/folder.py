@@ -16,6 +16,8 @@ import numpy as np
 EOT = "<|endoftext|>"
 META_FILE = "meta.json"
 TOKENIZER_FILE = "tokenizer.json"
+# Present while `gpt prepare` rewrites a folder; a folder holding it is incomplete and refused.
+INCOMPLETE_FILE = ".incomplete"
 SPLITS = ("train", "val")
 
 
@@ -55,8 +57,11 @@ def eot_id(tok) -> int | None:
 
 # ---- reading a data folder ------------------------------------------------------------------
 def read_meta(data_dir: str | os.PathLike, vocab_size: int | None = None) -> dict:
-    """The folder's meta.json, checked; without one (a folder written by nanoGPT's own scripts),
-    uint16 ids and a vocab size given or found as the largest id + 1."""
+    """The folder's meta.json, checked, with "tokenizer_path" added (None without a tokenizer).
+
+    Without meta.json (a folder written by nanoGPT's own scripts): uint16 ids and a vocab size
+    given or found as the largest id of train and val + 1. Either way every id of both splits is
+    checked against the vocab size here, before any training or evaluation starts."""
     d = Path(data_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"data folder {str(d)!r} does not exist")
@@ -65,26 +70,76 @@ def read_meta(data_dir: str | os.PathLike, vocab_size: int | None = None) -> dic
             raise FileNotFoundError(
                 f"data folder {str(d)!r} has no {s}.bin: expected nanoGPT's layout "
                 "(train.bin, val.bin, meta.json), e.g. written by `gpt prepare`")
+    if (d / INCOMPLETE_FILE).exists():
+        raise ValueError(f"data folder {str(d)!r} is incomplete: `gpt prepare` was interrupted while writing "
+                         "it (or is still writing it); run it again")
     mpath = d / META_FILE
     if mpath.is_file():
-        try:
-            meta = json.loads(mpath.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{mpath} is not valid JSON: {exc}") from None
-        if not isinstance(meta, dict) or "vocab_size" not in meta:
-            raise ValueError(f"{mpath} has no 'vocab_size'")
-        meta.setdefault("dtype", token_dtype(int(meta["vocab_size"])).name)
+        meta = _checked_meta(d, mpath)
     else:
-        meta = {"dtype": "uint16", "tokenizer": None}
+        meta = {"dtype": "uint16", "tokenizer": None, "tokenizer_path": None}
         if vocab_size is None:
-            ids = np.memmap(d / "train.bin", dtype=np.uint16, mode="r")
-            vocab_size = int(ids.max()) + 1 if ids.size else 0
+            vocab_size = max(_max_id(d, s, np.dtype(np.uint16)) for s in SPLITS) + 1
         meta["vocab_size"] = int(vocab_size)
-    if meta["dtype"] not in ("uint16", "uint32"):
-        raise ValueError(f"{mpath}: dtype must be 'uint16' or 'uint32', got {meta['dtype']!r}")
-    tokf = meta.get("tokenizer")
-    meta["tokenizer_path"] = str(d / tokf) if tokf and (d / tokf).is_file() else None
+    for s in SPLITS:
+        top = _max_id(d, s, np.dtype(meta["dtype"]))
+        if top >= meta["vocab_size"]:
+            raise ValueError(f"{d / (s + '.bin')} holds id {top}, outside the vocabulary of "
+                             f"{meta['vocab_size']} ids {'in ' + str(mpath) if mpath.is_file() else ''}".rstrip())
     return meta
+
+
+def _checked_meta(d: Path, mpath: Path) -> dict:
+    from nn.checkpoint import parse_json
+
+    try:
+        meta = parse_json(mpath.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{mpath} is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mpath} must hold a JSON object, got {type(meta).__name__}")
+    V = meta.get("vocab_size")
+    if isinstance(V, bool) or not isinstance(V, int) or V < 1:
+        raise ValueError(f"{mpath}: 'vocab_size' must be a positive integer, got {V!r}")
+    meta.setdefault("dtype", token_dtype(V).name)
+    if meta["dtype"] not in ("uint16", "uint32"):
+        raise ValueError(f"{mpath}: 'dtype' must be 'uint16' or 'uint32', got {meta['dtype']!r}")
+    if meta["dtype"] == "uint16" and V > 65536:
+        raise ValueError(f"{mpath}: 'dtype' uint16 cannot hold the ids of a vocabulary of {V}")
+    eot = meta.get("eot_id")
+    if eot is not None and (isinstance(eot, bool) or not isinstance(eot, int) or not 0 <= eot < V):
+        raise ValueError(f"{mpath}: 'eot_id' must be null or an id below vocab_size={V}, got {eot!r}")
+    meta["tokenizer_path"] = _tokenizer_path(d, mpath, meta.get("tokenizer"))
+    return meta
+
+
+def _tokenizer_path(d: Path, mpath: Path, name) -> str | None:
+    """The tokenizer file meta.json names: a file inside the data folder, never outside it."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{mpath}: 'tokenizer' must be null or a file name, got {name!r}")
+    path = (d / name).resolve()
+    if path.parent != d.resolve() and d.resolve() not in path.parents:
+        raise ValueError(f"{mpath}: 'tokenizer' {name!r} points outside the data folder")
+    if not path.is_file():
+        raise FileNotFoundError(f"{mpath} names the tokenizer {name!r}, which is not in {str(d)!r}")
+    return str(d / name)
+
+
+def _max_id(d: Path, split: str, dtype: np.dtype) -> int:
+    """The largest id in `split`.bin (-1 when empty), read in blocks: memory stays small."""
+    ids, top, block = _token_file(d / f"{split}.bin", dtype), -1, 1 << 24
+    for i in range(0, len(ids), block):
+        top = max(top, int(ids[i:i + block].max()))
+    return top
+
+
+def _token_file(path: Path, dtype: np.dtype) -> np.ndarray:
+    size = path.stat().st_size
+    if size % dtype.itemsize:
+        raise ValueError(f"{path} has {size} bytes, not a whole number of {dtype.name} ids")
+    return np.memmap(path, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
 
 
 def open_tokens(data_dir: str | os.PathLike, split: str, meta: dict | None = None) -> np.ndarray:
@@ -93,10 +148,7 @@ def open_tokens(data_dir: str | os.PathLike, split: str, meta: dict | None = Non
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     meta = meta or read_meta(data_dir)
     path = Path(data_dir) / f"{split}.bin"
-    dtype = np.dtype(meta["dtype"])
-    size = path.stat().st_size
-    if size % dtype.itemsize:
-        raise ValueError(f"{path} has {size} bytes, not a whole number of {dtype.name} ids")
-    if size == 0:
+    ids = _token_file(path, np.dtype(meta["dtype"]))
+    if ids.size == 0:
         raise ValueError(f"{path} is empty: no {split} tokens")
-    return np.memmap(path, dtype=dtype, mode="r")
+    return ids

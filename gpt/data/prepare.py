@@ -20,15 +20,16 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from gpt.files import atomic_write_text
+from gpt.files import FolderLock, atomic_write_text
 
-from gpt.data.folder import EOT, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
+from gpt.data.folder import EOT, INCOMPLETE_FILE, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
 
 
 # ---- inputs ---------------------------------------------------------------------------------
@@ -179,6 +180,13 @@ def _encoded(pieces: Iterable[tuple[int, str, bool]], tokenizer_path: str,
             yield d, res.get(), l
 
 
+def _temp_file(folder: Path, name: str) -> Path:
+    """A new empty file `.<name>.<random>.tmp` in `folder` (never one another writer uses)."""
+    fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    return Path(path)
+
+
 def _is_val_doc(i: int, val_fraction: float) -> bool:
     """Evenly spaced documents, about `val_fraction` of them (every 10th for 0.1)."""
     return math.floor((i + 1) * val_fraction) > math.floor(i * val_fraction)
@@ -194,15 +202,35 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
 
     tokenizer: a tokenizer file, a tokenizer object, or None to train one (`vocab_size` BPE ids,
     or characters with `char=True`) on the inputs (at most `tokenizer_max_chars` of them).
-    Returns the meta dict also written to meta.json (written last: its presence marks a
-    complete folder)."""
+    Returns the meta dict also written to meta.json. While it works, the folder is locked (a
+    second writer is refused) and marked incomplete (`.incomplete`, which readers refuse), so a
+    kill at any moment leaves a folder that is complete or refused, never one that looks valid."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     files = expand_inputs(inputs)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if (out / META_FILE).exists():  # an interrupted rewrite must not look complete
+    with FolderLock(out, "data folder"):  # a second `gpt prepare` into `out` is refused
+        _start_rewrite(out)
+        meta = _prepare(files, inputs, out, tokenizer=tokenizer, vocab_size=vocab_size, char=char,
+                        pattern=pattern, val_fraction=val_fraction, workers=workers, max_chars=max_chars,
+                        tokenizer_max_chars=tokenizer_max_chars, chunk_chars=chunk_chars, verbose=verbose)
+        atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
+        (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
+    return meta
+
+
+def _start_rewrite(out: Path) -> None:
+    """Mark `out` incomplete before changing anything in it, and clear what a killed run left."""
+    atomic_write_text(out / INCOMPLETE_FILE, f"being written by gpt prepare (process {os.getpid()})\n")
+    if (out / META_FILE).exists():
         (out / META_FILE).unlink()
+    for p in out.glob(".*.tmp"):  # temp files of a killed writer (we hold the folder's lock)
+        p.unlink()
+
+
+def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, char, pattern, val_fraction,
+             workers, max_chars, tokenizer_max_chars, chunk_chars, verbose) -> dict:
+    """The work of `prepare` inside its lock: the tokenizer, then train.bin and val.bin -> meta."""
     if tokenizer is None:
         tok = train_tokenizer(files, vocab_size, char=char, pattern=pattern, workers=workers,
                               max_chars=tokenizer_max_chars or max_chars, verbose=verbose)
@@ -218,7 +246,7 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     workers = max(1, min(os.cpu_count() or 1, 8)) if workers is None else max(1, int(workers))
 
     tty = sys.stderr.isatty()  # a live count on a terminal; one closing line in a log
-    tmp = {s: out / f".{s}.bin.tmp" for s in SPLITS}
+    tmp = {s: _temp_file(out, f"{s}.bin") for s in SPLITS}
     counts = {s: 0 for s in SPLITS}
     n_docs, n_chars, t0 = 0, 0, time.perf_counter()
     try:
@@ -267,7 +295,6 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
         "characters": n_chars, "val_fraction": val_fraction,
         "inputs": [str(i) for i in inputs][:10] + (["..."] if len(inputs) > 10 else []),
     }
-    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
     return meta
 
 

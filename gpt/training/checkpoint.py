@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> Checkpoint:
     """Read a checkpoint written by `save_checkpoint`; arrays land on `device`.
 
     Raises CheckpointError naming the file for a truncated, corrupt or foreign file."""
-    from nn.checkpoint import load_safetensors
+    from nn.checkpoint import load_safetensors, parse_json
 
     path = find_checkpoint(path)
     try:
@@ -96,17 +97,37 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> Checkpoint:
     try:
         for k, v in metadata.items():
             if k not in ("format", "optimizer"):
-                meta[k] = json.loads(v)
+                meta[k] = parse_json(v)
+                _check_entry(k, meta[k])
         optimizer_state = None
         if "optimizer" in metadata:
             optimizer_state = unflatten_optimizer_state(tensors, metadata["optimizer"], prefix="optim")
-    except ValueError as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r} has corrupt metadata: {exc}") from None
     model_state = {k[6:]: v for k, v in tensors.items() if k.startswith("model/")}
     if not model_state:
         raise CheckpointError(f"checkpoint {str(path)!r} holds no model weights")
     meta["path"] = str(path)
     return Checkpoint(model_state, optimizer_state, meta)
+
+
+# The JSON type each metadata entry must have (None allowed where a run may have none).
+_ENTRY_TYPES: dict[str, tuple] = {
+    "step": (int,), "config": (dict,), "train_args": (dict,), "loader": (dict,), "rng": (dict, type(None)),
+    "data_dir": (str, type(None)), "best_val_loss": (int, float, type(None)), "tokenizer": (str, type(None)),
+    "vocab_size": (int,), "world_size": (int,),
+}
+
+
+def _check_entry(key: str, value: Any) -> None:
+    types = _ENTRY_TYPES.get(key)
+    if types is None:
+        return
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = " or ".join("null" if t is type(None) else {dict: "an object"}.get(t, t.__name__) for t in types)
+        raise ValueError(f"entry {key!r} should be {names}, got {type(value).__name__}")
+    if key in ("step", "vocab_size", "world_size") and value < (0 if key == "step" else 1):
+        raise ValueError(f"entry {key!r} is out of range: {value}")
 
 
 def tokenizer_from_meta(meta: dict[str, Any]):
@@ -124,8 +145,28 @@ def tokenizer_from_meta(meta: dict[str, Any]):
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         return load_tokenizer(tmp)
+    except (ValueError, KeyError, TypeError) as exc:  # named for the checkpoint, not the temp file
+        raise CheckpointError(f"checkpoint {meta.get('path')!r} holds an invalid tokenizer: "
+                              f"{str(exc).replace(tmp, 'the tokenizer')}") from None
     finally:
         os.unlink(tmp)
+
+
+def _load_best_available(path_or_run_dir: str | os.PathLike) -> Checkpoint:
+    """A run folder's best checkpoint, or its latest when best is damaged (with a warning);
+    a checkpoint file as given."""
+    p = Path(path_or_run_dir)
+    if not p.is_dir():
+        return load_checkpoint(p)
+    names = [n for n in CHECKPOINT_NAMES if (p / n).is_file()]
+    for i, name in enumerate(names):
+        try:
+            return load_checkpoint(p / name)
+        except CheckpointError as exc:
+            if i + 1 == len(names):
+                raise
+            print(f"warning: {exc}; using {p / names[i + 1]} instead", file=sys.stderr)
+    return load_checkpoint(p)  # holds none: the error names the folder
 
 
 def load_model(path_or_run_dir: str | os.PathLike, device: str = "cpu"):
@@ -134,10 +175,18 @@ def load_model(path_or_run_dir: str | os.PathLike, device: str = "cpu"):
     from gpt.model.config import GPTConfig
     from gpt.model.gpt import GPT
 
-    ckpt = load_checkpoint(path_or_run_dir, device="cpu")
+    ckpt = _load_best_available(path_or_run_dir)
+    where = f"checkpoint {ckpt.meta['path']!r}"
     if "config" not in ckpt.meta:
-        raise CheckpointError(f"checkpoint {ckpt.meta['path']!r} has no model config")
-    cfg = GPTConfig.from_dict(ckpt.meta["config"])
+        raise CheckpointError(f"{where} has no model config")
+    try:
+        cfg = GPTConfig.from_dict(ckpt.meta["config"])
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"{where}: {exc}") from None
+    held = sum(int(np.prod(v.shape)) for v in ckpt.model_state.values())
+    if held != cfg.count_params():  # before allocating a model the file cannot fill
+        raise CheckpointError(f"{where} holds {held:,} weights but its config describes a model of "
+                              f"{cfg.count_params():,}: the file is corrupt or not this model's")
     model = GPT(cfg)
     try:
         model.load_state_dict(ckpt.model_state)
