@@ -102,9 +102,15 @@ def _save(tok, out: Path, hf_out, tiktoken_out, quiet: bool) -> None:
 def _cmd_train(args) -> int:
     from .tokenizer import Tokenizer
 
+    from .dist import world
+
     out = _out_path(args)
     t0 = time.perf_counter()
-    if args.counts:
+    if world() is not None and not args.counts:
+        tok = _train_across_ranks(args)
+        if tok is None:
+            return 0  # not rank 0: it counted its share; rank 0 trains and writes
+    elif args.counts:
         if args.input:
             raise SystemExit("bpe train: give --input or --counts, not both")
         tok = Tokenizer.train_from_counts(args.counts, vocab_size=args.vocab_size, pattern=args.pattern,
@@ -118,6 +124,23 @@ def _cmd_train(args) -> int:
     if not args.quiet:
         print(f"trained {tok!r} in {time.perf_counter() - t0:.1f}s -> {out}", file=sys.stderr)
     return 0
+
+
+def _train_across_ranks(args):
+    """Under ``mpiexec -n N``: every rank counts its share, rank 0 trains (others get None)."""
+    from .corpus import default_corpus_files, expand_inputs
+    from .dist import count_files_across_ranks
+    from .patterns import resolve_pattern
+    from .tokenizer import Tokenizer
+    from .train import train_from_chunk_counts
+
+    pattern = resolve_pattern(args.pattern)
+    files = expand_inputs(args.input) if args.input else default_corpus_files()
+    counts = count_files_across_ranks(files, pattern, args.special or [])
+    if counts is None:
+        return None
+    return train_from_chunk_counts(Tokenizer, counts, args.vocab_size, pattern, args.special or (),
+                                   args.min_frequency, not args.quiet, None)
 
 
 def _cmd_count(args) -> int:

@@ -153,6 +153,15 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
     return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)
 
 
+def train_from_chunk_counts(cls, counts, vocab_size, pattern, special_tokens, min_frequency, verbose, progress):
+    """A Tokenizer from chunk counts already made (by ``bpe count`` files or MPI ranks)."""
+    pattern, names, explicit, n_merges = _check(vocab_size, pattern, special_tokens, min_frequency)
+    if not counts:
+        raise ValueError("the chunk counts are empty: no text to learn merges from")
+    return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress,
+                  _logger(verbose))
+
+
 def train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_frequency, verbose, progress):
     """Train on the merged chunk counts of ``bpe count`` files: the tokenizer of one run over
     all their shards. The pattern and special tokens are the files' own (given ones must agree)."""
@@ -168,7 +177,5 @@ def train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_
     elif sorted(_special_ids(special_tokens, vocab_size)[0]) != sorted(file_specials):
         raise ValueError(f"the count files were made with special tokens {file_specials}, which split "
                          f"the documents; the given {list(special_tokens)} differ: count again or leave them out")
-    pattern, names, explicit, n_merges = _check(vocab_size, file_pattern, special_tokens, min_frequency)
-    if not counts:
-        raise ValueError("the count files hold no chunks: no text to learn merges from")
-    return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)
+    return train_from_chunk_counts(cls, counts, vocab_size, file_pattern, special_tokens, min_frequency,
+                                   verbose, progress)

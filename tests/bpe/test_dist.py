@@ -1,0 +1,48 @@
+"""`mpiexec -n 2 bpe train`: the ranks count apart, rank 0 trains the tokenizer of one process."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bpe import Tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Small byte ranges, so every file is split between the two ranks.
+SCRIPT = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+import bpe.dist
+bpe.dist.BLOCK_BYTES = 300
+from bpe.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _mpi_ready() -> bool:
+    if shutil.which("mpiexec") is None:
+        return False
+    r = subprocess.run([sys.executable, "-c", "from mpi4py import MPI"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not _mpi_ready(), reason="needs mpiexec and mpi4py (the dist extra)")
+def test_two_ranks_train_like_one_process(tmp_path):
+    lines = [f"def f{i}(x):\n    return x * {i} + 'é'<|endoftext|>\n\n" for i in range(60)]
+    (tmp_path / "a.py").write_text("".join(lines))
+    (tmp_path / "b.txt").write_text("the cat sat on the mat\nthe dog sat on the log\n" * 20)
+    out = tmp_path / "mpi.json"
+    r = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-c", SCRIPT, "train", "--input", str(tmp_path),
+                        "--vocab-size", "400", "--special", "<|endoftext|>", "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    one = Tokenizer.train([tmp_path / "a.py", tmp_path / "b.txt"], vocab_size=400,
+                          special_tokens=["<|endoftext|>"], workers=1)
+    got = Tokenizer.load(out)
+    assert got.merges == one.merges and got.special_tokens == one.special_tokens
+    r = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-c", SCRIPT, "train", "--input",
+                        str(tmp_path / "missing.txt"), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "missing.txt" in r.stderr and "Traceback" not in r.stderr
