@@ -1,21 +1,17 @@
-"""Token data on disk in nanoGPT's layout, and `prepare`, which writes it from text files.
+"""`prepare`: text files in, a data folder in nanoGPT's layout out (gpt.data.folder).
 
-A data folder holds
-    train.bin, val.bin   flat token ids, uint16 (uint32 when the vocabulary exceeds 65,536 ids)
-    meta.json            {"vocab_size", "dtype", "tokenizer": file name or null, "eot_id", ...}
-    tokenizer.json       the tokenizer that wrote the ids (our bpe JSON or a character table)
 Documents (one per input file) are separated by the end-of-text token, written after each one.
 Every tenth document (for val_fraction=0.1, evenly spaced) goes to val.bin; with too few
 documents for that, the last val_fraction of the tokens does instead.
 
-`prepare` streams: files are read in blocks, large files are cut into pieces at line breaks
-that are also pre-token boundaries (so the ids equal those of encoding the whole file), pieces
-are encoded in worker processes with at most a few in flight, and ids go straight to disk.
+`prepare` streams: inputs are found and read by bpe.corpus (the reader `bpe train` uses), large
+files in blocks cut only where the tokenizer's split pattern provably has a chunk boundary (so
+the ids equal those of encoding the whole file); blocks are encoded in worker processes with at
+most a few in flight, and ids go straight to disk.
 """
 from __future__ import annotations
 
 import collections
-import glob
 import json
 import math
 import os
@@ -27,96 +23,42 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from bpe.corpus import BLOCK_BYTES, expand_inputs, read_blocks
 from gpt.files import FolderLock, atomic_write_text
 
 from gpt.data.folder import EOT, INCOMPLETE_FILE, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
 
 
 # ---- inputs ---------------------------------------------------------------------------------
-def _looks_binary(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return b"\0" in f.read(8192)
-
-
-def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
-    """Files as given, folders walked recursively (sorted; hidden entries and binary files
-    skipped), glob patterns expanded. A path that matches nothing is an error naming it."""
-    files: list[Path] = []
-    for item in inputs:
-        s = str(item)
-        p = Path(s)
-        if p.is_file():
-            files.append(p)
-        elif p.is_dir():
-            for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(names):
-                    f = Path(root) / name
-                    if not name.startswith(".") and f.is_file() and not _looks_binary(f):
-                        files.append(f)
-        elif any(ch in s for ch in "*?["):
-            matches = sorted(Path(m) for m in glob.glob(s, recursive=True) if Path(m).is_file())
-            if not matches:
-                raise FileNotFoundError(f"input pattern {s!r} matches no files")
-            files.extend(matches)
-        else:
-            raise FileNotFoundError(f"input {s!r} does not exist")
+def input_files(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+    """bpe's reading of input paths (files, folders, globs; binary files in folders skipped;
+    each file once), which `bpe train` and `gpt gradflow` share; finding nothing is an error."""
+    files = expand_inputs(list(inputs))
     if not files:
-        raise ValueError(f"no input files found in {[str(i) for i in inputs]}")
+        raise ValueError(f"no text files found in {[str(i) for i in inputs]}")
     return files
 
 
-def _split_point(buf: str) -> int:
-    """Index just after the last '\\n' with non-space characters on both sides, or -1.
-
-    No pre-token of the GPT-2 or GPT-4 split patterns spans such a line break, so encoding the
-    two sides separately gives the ids of encoding them together."""
-    p = buf.rfind("\n", 0, len(buf) - 1)
-    while p > 0:
-        if not buf[p - 1].isspace() and not buf[p + 1].isspace():
-            return p + 1
-        p = buf.rfind("\n", 0, p)
-    return -1
-
-
-def iter_pieces(path: Path, chunk_chars: int) -> Iterator[str]:
-    """The text of `path` (UTF-8, bad bytes replaced) in pieces of about `chunk_chars`."""
-    with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
-        buf = ""
-        while True:
-            block = f.read(chunk_chars)
-            buf += block
-            if not block:
-                break
-            if len(buf) >= chunk_chars:
-                cut = _split_point(buf)
-                if cut <= 0 and len(buf) >= 8 * chunk_chars:
-                    cut = len(buf)  # one enormous line: cut anyway (ids may differ at the cut)
-                if cut > 0:
-                    yield buf[:cut]
-                    buf = buf[cut:]
-        if buf:
-            yield buf
-
-
-def iter_documents(files: Sequence[Path], max_chars: int | None = None,
-                   chunk_chars: int = 1 << 20) -> Iterator[tuple[int, str, bool]]:
-    """(document index, piece of text, whether it is the document's last piece), reading at
-    most `max_chars` characters in all (the last document is cut there)."""
+def iter_documents(files: Sequence[Path], max_chars: int | None = None, block_bytes: int = BLOCK_BYTES,
+                   pattern: str | None = None) -> Iterator[tuple[int, str, bool]]:
+    """(document index, block of text, whether it is the document's last block), reading at
+    most `max_chars` characters in all (the last document is cut there). Blocks are cut only
+    where `pattern` (None: every built-in pattern) provably has a chunk boundary, so encoding
+    them apart gives the ids of the whole file."""
     total = 0
     for i, path in enumerate(files):
-        pieces = iter_pieces(path, chunk_chars)
-        piece = next(pieces, None)
-        if piece is None:
-            piece = ""  # an empty file is still a document (it gets its end-of-text token)
-        while piece is not None:
-            if max_chars is not None and total + len(piece) >= max_chars:
-                yield i, piece[: max_chars - total], True
+        blocks = read_blocks(path, block_bytes=block_bytes, pattern=pattern)
+        block = next(blocks, None)
+        if block is None:
+            block = ""  # an empty file is still a document (it gets its end-of-text token)
+        while block is not None:
+            if max_chars is not None and total + len(block) >= max_chars:
+                yield i, block[: max_chars - total], True
                 return
-            total += len(piece)
-            nxt = next(pieces, None)
-            yield i, piece, nxt is None
-            piece = nxt
+            total += len(block)
+            nxt = next(blocks, None)
+            yield i, block, nxt is None
+            block = nxt
 
 
 # ---- tokenizers -----------------------------------------------------------------------------
@@ -124,7 +66,7 @@ def train_tokenizer(files: Sequence[Path], vocab_size: int | None, *, char: bool
                     max_chars: int | None = None, pattern: str | None = None,
                     workers: int | None = None, verbose: bool = False):
     """A tokenizer with the end-of-text token, trained on (at most `max_chars` of) `files`."""
-    texts = (piece for _, piece, _ in iter_documents(files, max_chars))
+    texts = (block for _, block, _ in iter_documents(files, max_chars, pattern=pattern))
     if char:
         from gpt.data.char_tokenizer import CharTokenizer
 
@@ -196,7 +138,7 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
             tokenizer: str | os.PathLike | Any | None = None, vocab_size: int | None = None,
             char: bool = False, pattern: str | None = None, val_fraction: float = 0.1,
             workers: int | None = None, max_chars: int | None = None,
-            tokenizer_max_chars: int | None = None, chunk_chars: int = 1 << 20,
+            tokenizer_max_chars: int | None = None, block_bytes: int = BLOCK_BYTES,
             verbose: bool = False) -> dict:
     """Tokenize `inputs` (files, folders, globs) into a nanoGPT data folder `out_dir`.
 
@@ -207,13 +149,13 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     kill at any moment leaves a folder that is complete or refused, never one that looks valid."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    files = expand_inputs(inputs)
+    files = input_files(inputs)
     out = Path(out_dir)
     with FolderLock(out, "data folder"):  # a second `gpt prepare` into `out` is refused
         _start_rewrite(out)
         meta = _prepare(files, inputs, out, tokenizer=tokenizer, vocab_size=vocab_size, char=char,
                         pattern=pattern, val_fraction=val_fraction, workers=workers, max_chars=max_chars,
-                        tokenizer_max_chars=tokenizer_max_chars, chunk_chars=chunk_chars, verbose=verbose)
+                        tokenizer_max_chars=tokenizer_max_chars, block_bytes=block_bytes, verbose=verbose)
         atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
         (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
     return meta
@@ -229,7 +171,7 @@ def _start_rewrite(out: Path) -> None:
 
 
 def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, char, pattern, val_fraction,
-             workers, max_chars, tokenizer_max_chars, chunk_chars, verbose) -> dict:
+             workers, max_chars, tokenizer_max_chars, block_bytes, verbose) -> dict:
     """The work of `prepare` inside its lock: the tokenizer, then train.bin and val.bin -> meta."""
     if tokenizer is None:
         tok = train_tokenizer(files, vocab_size, char=char, pattern=pattern, workers=workers,
@@ -252,7 +194,7 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
     try:
         with open(tmp["train"], "wb") as ftrain, open(tmp["val"], "wb") as fval:
             handles = {"train": ftrain, "val": fval}
-            pieces = iter_documents(files, max_chars, chunk_chars)
+            pieces = iter_documents(files, max_chars, block_bytes, getattr(tok, "pattern", None))
 
             def counting(it):
                 nonlocal n_chars

@@ -3,12 +3,12 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
+from bpe.patterns import O200K_PATTERN
 from gpt.data.char_tokenizer import CharTokenizer
 from gpt.data.folder import EOT, load_tokenizer, open_tokens, read_meta, token_dtype
-from gpt.data.prepare import _split_point, iter_pieces, prepare
+from gpt.data.prepare import input_files, iter_documents, prepare
 
 TEXT = (
     "def f(x):\n    return x + 1  \n\nclass A:\n    pass\n"
@@ -78,35 +78,36 @@ def test_one_document_splits_its_last_tokens_into_val(tmp_path, tok):
     assert np.concatenate([train, val]).tolist() == whole
 
 
-@pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN], ids=["gpt2", "gpt4"])
-def test_pieces_of_a_large_file_encode_like_the_whole_file(tmp_path, pattern):
-    tok = Tokenizer.train_from_iterator([TEXT * 3], vocab_size=320, pattern=pattern,
+@pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN], ids=["gpt2", "gpt4", "o200k"])
+def test_blocks_of_a_large_file_encode_like_the_whole_file(tmp_path, pattern):
+    # "!\n/" is one o200k pre-token: a cut after that newline would change the ids.
+    text = (TEXT + "x = a!\n/b\n") * 40
+    tok = Tokenizer.train_from_iterator([text[:2000]], vocab_size=320, pattern=pattern,
                                         special_tokens=[EOT], workers=1)
     p = tmp_path / "big.txt"
-    text = TEXT * 50
     p.write_text(text)
-    pieces = list(iter_pieces(p, chunk_chars=97))
-    assert len(pieces) > 10 and "".join(pieces) == text
-    assert sum((tok.encode_ordinary(s) for s in pieces), []) == tok.encode_ordinary(text)
-    meta = prepare([p], tmp_path / "d", tokenizer=tok, chunk_chars=97, workers=1)
+    meta = prepare([p], tmp_path / "d", tokenizer=tok, block_bytes=64, workers=1)
     ids = np.concatenate([np.fromfile(tmp_path / "d" / f"{s}.bin", dtype=np.uint16) for s in ("train", "val")])
     assert ids.tolist() == tok.encode_ordinary(text) + [meta["eot_id"]]
+    assert len(list(iter_documents([p], block_bytes=64, pattern=pattern))) > 10
 
 
-@given(st.text(alphabet=st.sampled_from(list("ab \n\t:.1")), max_size=60))
-def test_split_point_is_after_a_newline_between_non_spaces(buf):
-    cut = _split_point(buf)
-    if cut == -1:
-        assert not any(buf[i] == "\n" and not buf[i - 1].isspace() and not buf[i + 1].isspace()
-                       for i in range(1, len(buf) - 1))
-    else:
-        assert buf[cut - 1] == "\n" and not buf[cut - 2].isspace() and not buf[cut].isspace()
+def test_gpt_reads_inputs_exactly_as_bpe_does(tmp_path):
+    from bpe.corpus import expand_inputs
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.txt").write_text("a")
+    (tmp_path / "d" / "sub" / "b.txt").write_text("b")
+    (tmp_path / "d" / "blob.bin").write_bytes(b"\0\1\2")
+    inputs = [tmp_path / "d", str(tmp_path / "d" / "*.txt"), tmp_path / "d" / "sub" / ".." / "a.txt"]
+    assert input_files(inputs) == expand_inputs(inputs)
+    assert sorted(f.name for f in input_files(inputs)) == ["a.txt", "b.txt"]  # binary skipped, each once
 
 
 def test_worker_processes_write_the_same_bytes_as_one_process(tmp_path, tok):
     paths = write_docs(tmp_path, 12)
-    prepare(paths, tmp_path / "one", tokenizer=tok, workers=1, chunk_chars=64)
-    prepare(paths, tmp_path / "two", tokenizer=tok, workers=2, chunk_chars=64)
+    prepare(paths, tmp_path / "one", tokenizer=tok, workers=1, block_bytes=64)
+    prepare(paths, tmp_path / "two", tokenizer=tok, workers=2, block_bytes=64)
     for s in ("train.bin", "val.bin"):
         assert (tmp_path / "one" / s).read_bytes() == (tmp_path / "two" / s).read_bytes()
 

@@ -99,7 +99,7 @@ def test_two_trains_started_together_share_the_default_corpus_cache(tmp_path):
 def test_prepare_killed_at_any_moment_leaves_a_complete_or_refused_folder(data_dir, tmp_path):
     big = _corpus(tmp_path / "big.txt", copies=40)
     code = (f"from gpt.data import prepare; prepare([{str(big)!r}], {{out!r}}, vocab_size=300, workers=1, "
-            "chunk_chars=1 << 16)")
+            "block_bytes=1 << 16)")
     rng = random.Random(0)
     outcomes = {"complete": 0, "refused": 0}
     for trial in range(4):
