@@ -1,8 +1,11 @@
-"""Activation modules (GELU, ReLU, SiLU, Tanh) and `activation(name)` to build one by name."""
+"""Activation modules (GELU, ReLU, ReLU2, SiLU, Tanh) and `activation(name)` to build one by name.
+
+`step(x)` is the same function on a raw array, for decode steps (see nn/arrays.py)."""
 from __future__ import annotations
 
 import autograd
 from autograd.tensor import Tensor
+from nn import arrays
 from nn.module import Module
 
 
@@ -18,6 +21,9 @@ class GELU(Module):
     def forward(self, x: Tensor) -> Tensor:
         return autograd.gelu(x, approximate=self.approximate)
 
+    def step(self, x):
+        return arrays.gelu(x, self.approximate)
+
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
 
@@ -26,12 +32,30 @@ class ReLU(Module):
     def forward(self, x: Tensor) -> Tensor:
         return autograd.relu(x)
 
+    def step(self, x):
+        return arrays.relu(x)
+
+
+class ReLU2(Module):
+    """relu(x)**2, the squared ReLU of Primer (So et al., 2021) and the modded-nanoGPT speedrun."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        r = autograd.relu(x)
+        return r * r
+
+    def step(self, x):
+        r = arrays.relu(x)
+        return r * r
+
 
 class SiLU(Module):
     """x * sigmoid(x) (also called swish)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return autograd.silu(x)
+
+    def step(self, x):
+        return arrays.silu(x)
 
 
 class Tanh(Module):
@@ -44,6 +68,7 @@ _BY_NAME = {
     "gelu_tanh": lambda: GELU("tanh"),
     "gelu_exact": lambda: GELU("none"),
     "relu": ReLU,
+    "relu2": ReLU2,
     "silu": SiLU,
     "swish": SiLU,
     "tanh": Tanh,
@@ -51,7 +76,7 @@ _BY_NAME = {
 
 
 def activation(name: str | Module) -> Module:
-    """An activation module by name: gelu (tanh form), gelu_exact, relu, silu, tanh; a Module passes through."""
+    """An activation module by name: gelu (tanh form), gelu_exact, relu, relu2, silu, tanh; a Module passes through."""
     if isinstance(name, Module):
         return name
     try:

@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 
 import autograd
-from autograd.backend import device_of, module_for_device, parse_device, to_device
+from autograd.backend import device_of, module_for_device, parse_device, to_device, xp_of
 from autograd.grad_mode import is_grad_enabled
 from autograd.tensor import Tensor
+from nn import arrays
 from nn.dropout import Dropout
 from nn.linear import Linear
 from nn.module import Module
+from nn.norm import RMSNorm
 
 
 class KVCache:
@@ -36,6 +38,7 @@ class KVCache:
         kind, index = parse_device(device)
         xp = module_for_device(device)
         self.batch, self.n_head, self.max_len, self.head_dim = batch, n_head, max_len, head_dim
+        self._row_shape = (batch, n_head, head_dim)
         shape = (batch, n_head, max_len, head_dim)
         if kind == "cuda":
             with xp.cuda.Device(index):
@@ -56,35 +59,41 @@ class KVCache:
         """Forget the cached positions (the buffers are reused, not freed)."""
         self.length = 0
 
+    def reorder(self, rows: Any) -> None:
+        """Row i becomes former row rows[i] (beam search selecting and duplicating beams)."""
+        L = self.length
+        idx = to_device(np.asarray(rows, dtype=np.int64), self.device)
+        self.k[:, :, :L] = self.k[idx, :, :L]  # fancy indexing copies first: no aliasing
+        self.v[:, :, :L] = self.v[idx, :, :L]
+
     def append(self, k: Tensor | Any, v: Tensor | Any) -> tuple[Tensor, Tensor]:
         if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (k, v)):
             raise RuntimeError(
                 "KVCache.append: these keys/values require grad, and the cache would cut them from the "
                 "graph; run cached decoding under autograd.no_grad() (train without a cache)"
             )
-        k = k.data if isinstance(k, Tensor) else k
-        v = v.data if isinstance(v, Tensor) else v
-        expect = (self.batch, self.n_head, self.head_dim)
-        for name, a in (("k", k), ("v", v)):
-            if a.ndim != 4 or (a.shape[0], a.shape[1], a.shape[3]) != expect:
-                raise ValueError(
-                    f"KVCache.append: {name} must be (batch={self.batch}, n_head={self.n_head}, t, "
-                    f"head_dim={self.head_dim}), got {tuple(a.shape)}"
-                )
-        if k.shape != v.shape:
-            raise ValueError(f"KVCache.append: k {tuple(k.shape)} and v {tuple(v.shape)} differ in shape")
+        k_all, v_all = self.write(k.data if isinstance(k, Tensor) else k, v.data if isinstance(v, Tensor) else v)
+        return Tensor._make(k_all, None), Tensor._make(v_all, None)
+
+    def write(self, k: Any, v: Any) -> tuple[Any, Any]:
+        """append on raw arrays: k, v (batch, n_head, t, head_dim) -> views of every cached position."""
+        if k.ndim != 4 or k.shape != v.shape or k.shape[:2] + k.shape[3:] != self._row_shape:
+            raise ValueError(
+                f"KVCache.append: k and v must both be (batch={self.batch}, n_head={self.n_head}, t, "
+                f"head_dim={self.head_dim}), got {tuple(k.shape)} and {tuple(v.shape)}"
+            )
         t = k.shape[2]
         if self.length + t > self.max_len:
             raise ValueError(
                 f"KVCache full: {self.length} cached + {t} new positions exceed max_len={self.max_len}"
             )
-        if device_of(k) != self.device:
+        if xp_of(k) is not xp_of(self.k):
             k, v = to_device(k, self.device), to_device(v, self.device)
         end = self.length + t
         self.k[:, :, self.length:end] = k  # in place into the preallocated buffer
         self.v[:, :, self.length:end] = v
         self.length = end
-        return Tensor._make(self.k[:, :, :end], None), Tensor._make(self.v[:, :, :end], None)
+        return self.k[:, :, :end], self.v[:, :, :end]
 
     def __repr__(self) -> str:
         return (f"KVCache(batch={self.batch}, n_head={self.n_head}, length={self.length}/{self.max_len}, "
@@ -97,11 +106,14 @@ class MultiHeadAttention(Module):
     c_attn: Linear(C, 3C), the q, k, v projections fused in one matmul (GPT-2's layout: q, then
     k, then v along the last axis); c_proj: Linear(C, C). `rope`: a RotaryEmbedding applied to
     q and k at positions pos_offset.. ; `dropout` applies to the attention probabilities and to
-    the output (training only).
+    the output (training only). qk_norm: q and k are RMS-normalised per head before RoPE and the
+    scores (q_norm, k_norm: RMSNorm(hs) with a learned gain each, as in modded-nanoGPT and OLMo 2),
+    which bounds the logits of the softmax whatever the scale of the projections.
     """
 
     def __init__(self, n_embd: int, n_head: int, bias: bool = True, dropout: float = 0.0,
-                 causal: bool = True, rope: Module | None = None):
+                 causal: bool = True, rope: Module | None = None, qk_norm: bool = False,
+                 norm_eps: float = 1e-6):
         super().__init__()
         if n_head < 1 or n_embd % n_head:
             raise ValueError(f"MultiHeadAttention: n_embd={n_embd} must be divisible by n_head={n_head}")
@@ -117,6 +129,8 @@ class MultiHeadAttention(Module):
                 f"n_embd / n_head = {self.head_dim}"
             )
         self.rope = rope
+        self.q_norm = RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
 
     def forward(self, x: Tensor, kv_cache: KVCache | None = None, pos_offset: int | None = None,
                 attn_mask: Any = None) -> Tensor:
@@ -133,14 +147,14 @@ class MultiHeadAttention(Module):
         elif kv_cache is not None and pos_offset != cached:
             raise ValueError(f"MultiHeadAttention: pos_offset={pos_offset} but the KV cache holds {cached} positions")
 
-        qkv = self.c_attn(x)                                    # (B, T, 3C)
-        q, k, v = autograd.chunk(qkv, 3, axis=-1)               # 3 x (B, T, C)
-        q = q.reshape(B, T, H, hs).transpose(1, 2)              # (B, H, T, hs)
-        k = k.reshape(B, T, H, hs).transpose(1, 2)              # (B, H, T, hs)
-        v = v.reshape(B, T, H, hs).transpose(1, 2)              # (B, H, T, hs)
+        # one reshape and one transpose for all three (a decode step pays per op, not per byte)
+        qkv = self.c_attn(x).reshape(B, T, 3 * H, hs).transpose(1, 2)  # (B, 3H, T, hs)
+        q, k, v = autograd.split(qkv, H, axis=1)                # 3 x (B, H, T, hs) views
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
-            q = self.rope.apply(q, offset=pos_offset)
-            k = self.rope.apply(k, offset=pos_offset)
+            q = self.rope.rotate(q, offset=pos_offset)
+            k = self.rope.rotate(k, offset=pos_offset)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)                        # (B, H, cached + T, hs) views
 
@@ -150,6 +164,25 @@ class MultiHeadAttention(Module):
         y = y.transpose(1, 2).reshape(B, T, C)                  # (B, T, C), heads side by side
         return self.resid_dropout(self.c_proj(y))
 
+    def step(self, x: Any, kv_cache: KVCache, pos: int) -> Any:
+        """One new position per row on raw arrays in eval mode (no graph; see nn/arrays.py):
+        x (B, C) at position `pos` (= the cache length) -> (B, C); the cache grows by one."""
+        B, C = x.shape
+        H, hs = self.n_head, self.head_dim
+        if pos != kv_cache.length:
+            raise ValueError(f"MultiHeadAttention.step: position {pos} but the KV cache holds {kv_cache.length}")
+        qkv = self.c_attn.step(x).reshape(B, 3 * H, 1, hs)       # (B, 3H, 1, hs), a view
+        q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]   # 3 x (B, H, 1, hs)
+        if self.q_norm is not None:
+            q, k = self.q_norm.step(q), self.k_norm.step(k)
+        if self.rope is not None:
+            q, k = self.rope.step(q, k, pos)
+        k, v = kv_cache.write(k, v)                              # (B, H, pos + 1, hs) views
+        y = arrays.attention(q, k, v, causal=self.causal)        # (B, H, 1, hs)
+        return self.c_proj.step(y.reshape(B, C))                 # heads side by side
+
     def extra_repr(self) -> str:
         rope = ", rope" if self.rope is not None else ""
-        return f"n_embd={self.n_embd}, n_head={self.n_head}, causal={self.causal}, dropout={self.attn_dropout}{rope}"
+        qk = ", qk_norm" if self.q_norm is not None else ""
+        return (f"n_embd={self.n_embd}, n_head={self.n_head}, causal={self.causal}, "
+                f"dropout={self.attn_dropout}{rope}{qk}")

@@ -7,7 +7,7 @@ import numpy as np
 
 import autograd
 from autograd.tensor import Tensor
-from nn import init
+from nn import arrays, init
 from nn.module import Module, Parameter
 
 
@@ -37,6 +37,10 @@ class Linear(Module):
             )
         # One op: the product is one 2-D GEMM over the rows, the bias is added into it in place.
         return autograd.linear(x, self.weight, self.bias)  # (..., out)
+
+    def step(self, x):
+        """The same product on a raw array (no graph; see nn/arrays.py)."""
+        return arrays.linear(x, self.weight.data, None if self.bias is None else self.bias.data)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import autograd
 from autograd.tensor import Tensor
+from nn import arrays
 from nn.activation import activation as make_activation
 from nn.dropout import Dropout
 from nn.linear import Linear
@@ -23,6 +24,10 @@ class MLP(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+    def step(self, x):
+        """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""
+        return self.c_proj.step(self.act.step(self.c_fc.step(x)))
 
 
 def swiglu_hidden(n_embd: int, multiple_of: int = 256) -> int:
@@ -49,6 +54,12 @@ class SwiGLU(Module):
         h = self.c_fc(x)                      # (..., 2 * hidden)
         gate, up = autograd.chunk(h, 2, axis=-1)  # 2 x (..., hidden)
         return self.dropout(self.c_proj(autograd.silu(gate) * up))
+
+    def step(self, x):
+        """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""
+        h = self.c_fc.step(x)                 # (..., 2 * hidden)
+        gate, up = h[..., :self.hidden], h[..., self.hidden:]
+        return self.c_proj.step(arrays.silu(gate) * up)
 
     def extra_repr(self) -> str:
         return f"hidden={self.hidden}"

@@ -5,6 +5,7 @@ import numpy as np
 
 import autograd
 from autograd.tensor import Tensor
+from nn import arrays
 from nn.module import Module, Parameter
 
 
@@ -26,6 +27,10 @@ class LayerNorm(Module):
         _check_last_axis(x, self.dim, "LayerNorm")
         return autograd.layer_norm(x, self.weight, self.bias, eps=self.eps)
 
+    def step(self, x):
+        """forward on a raw array (no graph; see nn/arrays.py)."""
+        return arrays.layer_norm(x, self.weight.data, None if self.bias is None else self.bias.data, self.eps)
+
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}, bias={self.bias is not None}"
 
@@ -41,6 +46,10 @@ class RMSNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         _check_last_axis(x, self.dim, "RMSNorm")
         return autograd.rms_norm(x, self.weight, eps=self.eps)
+
+    def step(self, x):
+        """forward on a raw array (no graph; see nn/arrays.py)."""
+        return arrays.rms_norm(x, self.weight.data, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}"

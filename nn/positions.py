@@ -13,9 +13,9 @@ import numpy as np
 
 import autograd
 from autograd.backend import device_of, xp_of
-from autograd.function import Function
+from autograd.ops.rope import rope
 from autograd.tensor import Tensor
-from nn import init
+from nn import arrays, init
 from nn.module import Module, Parameter
 
 
@@ -99,37 +99,13 @@ class SinusoidalPositions(Module):
         return f"{self.block_size}, {self.n_embd}"
 
 
-class _Rotate(Function):
-    """Rotate the pairs (x[..., i], x[..., i + hs/2]) by angles with the given cos and sin (T, hs/2).
-
-    The rotation is orthogonal, so backward rotates the gradient by the opposite angles.
-    """
-
-    def forward(self, x, cos, sin):
-        h = x.shape[-1] // 2
-        self.cos, self.sin = cos, sin
-        x1, x2 = x[..., :h], x[..., h:]
-        out = x.copy()
-        out[..., :h] = x1 * cos - x2 * sin
-        out[..., h:] = x1 * sin + x2 * cos
-        return out
-
-    def backward(self, g):
-        h = g.shape[-1] // 2
-        cos, sin = self.cos, self.sin
-        g1, g2 = g[..., :h], g[..., h:]
-        gx = g.copy()
-        gx[..., :h] = g1 * cos + g2 * sin
-        gx[..., h:] = g2 * cos - g1 * sin
-        return (gx,)
-
-
 class RotaryEmbedding(Module):
     """RoPE (Su et al., 2021) in the half-split layout (GPT-NeoX, LLaMA in Hugging Face form).
 
     Frequency i (0 <= i < head_dim/2) is theta_i = base**(-2i / head_dim); position p rotates
     the pair (x_i, x_{i + head_dim/2}) by p * theta_i. Then q_m . k_n depends on m - n only.
-    apply(x (B, H, T, head_dim), offset=0) -> same shape; the tables are buffers (not saved).
+    rotate(x (B, H, T, head_dim), offset=0) (also its forward) -> same shape; the tables are
+    buffers (not saved).
     """
 
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
@@ -142,24 +118,30 @@ class RotaryEmbedding(Module):
         self.register_buffer("cos", np.cos(angles), persistent=False)
         self.register_buffer("sin", np.sin(angles), persistent=False)
 
-    def apply(self, x: Tensor, offset: int = 0) -> Tensor:  # noqa: A003 (the name the contract uses)
-        if not isinstance(x, Tensor):
-            return Module.apply(self, x)  # apply(fn) over the module tree keeps working
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x (..., T, head_dim) at positions offset..offset+T-1 -> rotated, same shape and dtype."""
+        return rope(x, *self._tables(x.data, offset))
+
+    forward = rotate
+
+    def step(self, q, k, offset: int) -> tuple:
+        """rotate of raw arrays q and k (..., T, head_dim) at the same positions (no graph; see
+        nn/arrays.py) -> (q, k) rotated."""
+        cos, sin = self._tables(q, offset)
+        return arrays.rope(q, cos, sin), arrays.rope(k, cos, sin)
+
+    def _tables(self, x, offset: int) -> tuple:
+        """cos, sin (T, head_dim / 2) for the positions of array x (..., T, head_dim), in its dtype."""
         if x.ndim < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"RotaryEmbedding(head_dim={self.head_dim}): expected x (..., T, {self.head_dim}), "
                              f"got shape {tuple(x.shape)}")
         T = x.shape[-2]
         _positions(T, offset, self.max_len, "RotaryEmbedding")
-        cos, sin = self.cos, self.sin
-        if xp_of(cos) is not x.xp:  # used standalone on another device: move the tables once
-            self.to(device_of(x.data))
-            cos, sin = self.cos, self.sin
-        cos = cos[offset:offset + T].astype(x.dtype, copy=False)  # (T, hs/2)
-        sin = sin[offset:offset + T].astype(x.dtype, copy=False)
-        return _Rotate.apply(x, cos=cos, sin=sin)
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        return self.apply(x, offset)
+        if xp_of(self.cos) is not xp_of(x):  # used standalone on another device: move the tables once
+            self.to(device_of(x))
+        cos = self.cos[offset:offset + T].astype(x.dtype, copy=False)  # (T, hs/2)
+        sin = self.sin[offset:offset + T].astype(x.dtype, copy=False)
+        return cos, sin
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_len={self.max_len}, base={self.base:g}"

@@ -14,6 +14,7 @@ from autograd.ops.join import concat, cat, stack, split, chunk  # noqa: F401
 from autograd.ops.select import where, masked_fill, tril, triu, compare, eq, ne  # noqa: F401
 from autograd.ops.dropout import dropout  # noqa: F401
 from autograd.ops.cast import astype, to_device  # noqa: F401
+from autograd.ops.rope import rope  # noqa: F401
 
 # Composites with a fused forward and an analytic backward (and, on the GPU, the CUDA kernels
 # declared with autograd.cuda.kernel_op); tests/autograd/test_fused.py checks each against the

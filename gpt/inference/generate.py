@@ -36,7 +36,6 @@ import numpy as np
 import autograd
 from autograd import Tensor
 from autograd.backend import device_of, to_device
-from gpt.inference import fast_decode
 from gpt.inference import sample as S
 
 PAD = -1  # fills finished rows in returned arrays and "no new token" slots in streams
@@ -68,7 +67,7 @@ class Decoder:
     """
 
     def __init__(self, model, batch: int, capacity: int, use_cache: bool = True,
-                 window_keep: int | None = None, fast: bool | None = None):
+                 window_keep: int | None = None):
         cfg = model.config
         self.model, self.batch, self.use_cache = model, batch, use_cache
         self.block_size = cfg.block_size
@@ -81,11 +80,8 @@ class Decoder:
         self.s = 0   # window start: the model's context is tokens[:, s:n]
         # the window never holds more than block_size tokens, nor more than will ever arrive
         self.caches = model.new_kv_caches(batch, min(cfg.block_size, capacity)) if use_cache else None
-        # cached steps run on raw arrays (gpt/fast_decode.py) unless asked not to or unsupported;
-        # fast=False uses the model's own forward with kv_caches for every step
-        if fast is None:
-            fast = fast_decode.supports(model)
-        self.fast = fast_decode.FastDecoder(model) if (fast and use_cache) else None
+        # cached steps run through each layer's array step (GPT.step) where every layer has one
+        self.stepper = model.step if use_cache and model.can_step() else None
         self.prefills = 0  # how many full-window forwards ran (1 + re-prefills when cached)
 
     @property
@@ -128,20 +124,17 @@ class Decoder:
             self.s = s
             return self._run_window()
         # the cached step: only the new token, at position n - 1 - s of the window
-        if self.fast is not None:
-            return _host(self.fast.step(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s))
+        if self.stepper is not None:
+            with inference(self.model):
+                return _host(self.stepper(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s))
         return self._forward(self.tokens[:, self.n - 1:self.n], self.n - 1 - self.s, self.caches)
 
     def reorder(self, rows: np.ndarray) -> None:
         """Row i becomes former row rows[i] (tokens and cached keys/values)."""
         rows = np.asarray(rows, dtype=np.int64)
         self.tokens[:, :self.n] = self.tokens[rows, :self.n]
-        if self.caches is not None:
-            for c in self.caches:
-                L = c.length
-                idx = rows if isinstance(c.k, np.ndarray) else to_device(rows, device_of(c.k))
-                c.k[:, :, :L] = c.k[idx, :, :L]  # fancy indexing copies first: no aliasing
-                c.v[:, :, :L] = c.v[idx, :, :L]
+        for c in self.caches or ():
+            c.reorder(rows)
 
 
 def _host(a) -> np.ndarray:

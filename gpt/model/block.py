@@ -25,18 +25,23 @@ RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
 
 
 def make_norm(cfg: GPTConfig) -> nn.Module:
+    """The norm of `cfg.norm` over n_embd channels (one of config.NORM_CHOICES)."""
     if cfg.norm == "rmsnorm":
         return nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
-    return nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=cfg.bias)
+    if cfg.norm == "layernorm":
+        return nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=cfg.bias)
+    raise ValueError(f"no norm layer for norm={cfg.norm!r}")
 
 
 def make_mlp(cfg: GPTConfig) -> nn.Module:
+    """The feed-forward sublayer of `cfg.mlp`: SwiGLU, MoE, or an MLP whose activation is named
+    by the choice itself (gelu, relu2: any name nn.activation knows)."""
     if cfg.mlp == "swiglu":
         return nn.SwiGLU(cfg.n_embd, cfg.hidden, bias=cfg.bias)
     if cfg.mlp == "moe":
         return nn.MoE(cfg.n_embd, cfg.hidden, n_experts=cfg.n_experts, top_k=cfg.moe_top_k,
                       activation="gelu", bias=cfg.bias)
-    return nn.MLP(cfg.n_embd, cfg.hidden, activation="gelu", bias=cfg.bias)
+    return nn.MLP(cfg.n_embd, cfg.hidden, activation=cfg.mlp, bias=cfg.bias)
 
 
 class Block(nn.Module):
@@ -46,7 +51,8 @@ class Block(nn.Module):
         super().__init__()
         self.ln_1 = make_norm(cfg)
         self.attn = nn.MultiHeadAttention(cfg.n_embd, cfg.n_head, bias=cfg.bias, dropout=cfg.dropout,
-                                          causal=True, rope=rope)
+                                          causal=True, rope=rope, qk_norm=cfg.qk_norm,
+                                          norm_eps=cfg.norm_eps)
         self.ln_2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
         self.mlp_drop = nn.Dropout(cfg.dropout)  # the attention applies its own residual dropout
@@ -55,23 +61,38 @@ class Block(nn.Module):
         self.record = None  # a dict to fill with this block's activations, or None
 
     def forward(self, x, kv_cache=None, pos_offset: int = 0):
-        rec = self.record
+        def attn(h):
+            return self.attn(h, kv_cache=kv_cache, pos_offset=pos_offset)
+
+        def mlp(h):
+            return self.mlp_drop(self.mlp(h))
+
+        return self._wire(x, self.ln_1, attn, self.ln_2, mlp, self.record)
+
+    def step(self, x, kv_cache, pos: int):
+        """forward of one new position per row on raw arrays, eval mode (no graph; see
+        nn/arrays.py): x (B, C) at position `pos` -> (B, C)."""
+        return self._wire(x, self.ln_1.step, lambda h: self.attn.step(h, kv_cache, pos),
+                          self.ln_2.step, self.mlp.step, None)
+
+    def _wire(self, x, ln_1, attn, ln_2, mlp, rec):
+        """The block's wiring, for Tensors (forward) and raw arrays (step) alike."""
         if rec is not None:
             rec["input"] = x
         if self.prenorm:
-            a = self.attn(self.ln_1(x), kv_cache=kv_cache, pos_offset=pos_offset)  # (B, T, C)
+            a = attn(ln_1(x))  # (B, T, C)
             x = x + a if self.residual else a
         else:
-            a = self.attn(x, kv_cache=kv_cache, pos_offset=pos_offset)
-            x = self.ln_1(x + a if self.residual else a)
+            a = attn(x)
+            x = ln_1(x + a if self.residual else a)
         if rec is not None:
             rec["attn_out"], rec["mid"] = a, x
         if self.prenorm:
-            m = self.mlp_drop(self.mlp(self.ln_2(x)))  # (B, T, C)
+            m = mlp(ln_2(x))  # (B, T, C)
             x = x + m if self.residual else m
         else:
-            m = self.mlp_drop(self.mlp(x))
-            x = self.ln_2(x + m if self.residual else m)
+            m = mlp(x)
+            x = ln_2(x + m if self.residual else m)
         if rec is not None:
             rec["mlp_out"], rec["output"] = m, x
         return x

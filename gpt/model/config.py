@@ -8,9 +8,12 @@ Variant semantics (what the model builds for each field):
 - pos: "learned" (a table `transformer.wpe`, GPT-2), "sinusoidal" (the fixed 2017 table, no
   parameters), "rope" (rotary embedding of q and k inside attention, no parameters).
 - norm: "layernorm" (gain, and a bias when `bias`), "rmsnorm" (gain only, LLaMA).
-- mlp: "gelu" (c_fc d -> hidden -> c_proj, GPT-2), "swiglu" (gate and up fused in c_fc),
+- mlp: "gelu" (c_fc d -> hidden -> c_proj, GPT-2), "relu2" (the same with relu(x)**2, the
+  modded-nanoGPT speedrun's), "swiglu" (gate and up fused in c_fc),
   "moe" (`n_experts` GELU MLPs and a router picking `moe_top_k` per token; the router's
   load-balancing loss is added to the training loss times `moe_aux_coef`).
+- qk_norm: q and k RMS-normalised per head (a learned gain of head_dim each,
+  `.attn.q_norm`, `.attn.k_norm`) before RoPE and the scores.
 - prenorm=True: x = x + f(ln(x)) per sublayer and a final `transformer.ln_f` (GPT-2).
   prenorm=False: the 2017 post-norm x = ln(x + f(x)); the stream leaving the last block is
   already normalised, so there is no `ln_f` (as in the 2017 Transformer and BERT).
@@ -31,7 +34,7 @@ from typing import Any
 
 POS_CHOICES = ("learned", "sinusoidal", "rope")
 NORM_CHOICES = ("layernorm", "rmsnorm")
-MLP_CHOICES = ("gelu", "swiglu", "moe")
+MLP_CHOICES = ("gelu", "swiglu", "moe", "relu2")
 _REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 
 
@@ -84,6 +87,7 @@ class GPTConfig:
     n_experts: int = _setting(4, "experts of the MoE feed-forward")
     moe_top_k: int = _setting(2, "experts per token of the MoE feed-forward")
     moe_aux_coef: float = _setting(0.01, "weight of the MoE load-balancing loss")
+    qk_norm: bool = _setting(False, "RMS-normalise q and k per head before the scores")
     prenorm: bool = _setting(True, "pre-norm blocks (GPT-2); off: the 2017 post-norm")
     residual: bool = _setting(True, "residual connections (off only for gradient studies)")
     norm_eps: float = _setting(1e-5, "epsilon of the norms")
@@ -164,9 +168,10 @@ class GPTConfig:
         return self.n_embd
 
     def attn_params(self) -> int:
-        """One attention sublayer: fused q, k, v projection (C -> 3C) and output projection."""
+        """One attention sublayer: fused q, k, v projection (C -> 3C), output projection, and
+        the q and k gains of qk_norm."""
         C, b = self.n_embd, int(self.bias)
-        return C * 3 * C + b * 3 * C + C * C + b * C
+        return C * 3 * C + b * 3 * C + C * C + b * C + 2 * self.head_dim * int(self.qk_norm)
 
     def mlp_params(self) -> int:
         """One feed-forward sublayer (all experts and the router for "moe")."""

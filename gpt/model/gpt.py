@@ -48,6 +48,7 @@ class GPT(nn.Module):
         if not cfg.tie_weights:
             self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)  # weight (C, V)
         self._sin_cache: dict = {}
+        self._can_step = None
         self.ce_loss = None   # the cross-entropy of the last forward with targets (detached)
         self.aux_loss = None  # the MoE load-balancing loss of the last forward (detached), or None
         self._init_weights()
@@ -58,9 +59,12 @@ class GPT(nn.Module):
         that write into the residual stream (every c_proj) ~ N(0, 0.02 / sqrt(2 L))."""
         std = self.config.init_std
         proj_std = std / math.sqrt(2 * self.config.n_layer)
+        # every norm's gain and bias, wherever it sits (ln_1, ln_2, ln_f, attn.q_norm, ...)
+        norms = {id(p) for m in self.modules() if isinstance(m, (nn.LayerNorm, nn.RMSNorm))
+                 for p in m.parameters()}
         for name, p in self.named_parameters():
             leaf = name.rsplit(".", 2)
-            if ".ln_" in name:  # ln_1, ln_2, ln_f
+            if id(p) in norms:
                 (nn.init.ones_ if leaf[-1] == "weight" else nn.init.zeros_)(p)
             elif leaf[-1] == "bias":
                 nn.init.zeros_(p)
@@ -174,6 +178,14 @@ class GPT(nn.Module):
             self._sin_cache[key] = table
         return Tensor(table[offset:offset + T])  # (T, C), a constant
 
+    def _add_positions(self, x, rows):
+        """Token embeddings plus position vectors, for Tensors (forward) and arrays (step) alike."""
+        if self.config.pos == "sinusoidal":
+            # As in the 2017 paper, token embeddings are scaled by sqrt(C) so that the fixed
+            # table (entries in [-1, 1]) does not drown them at init.
+            return x * math.sqrt(self.config.n_embd) + rows
+        return x + rows
+
     # ---- forward -------------------------------------------------------------------------
     def forward(self, idx: Any, targets: Any = None, kv_caches: list | None = None,
                 pos_offset: int = 0, last_only: bool = False):
@@ -193,11 +205,9 @@ class GPT(nn.Module):
         t = self.transformer
         x = autograd.embedding(t.wte.weight, idx)  # (B, T, C); ids were checked above
         if cfg.pos == "learned":
-            x = x + t.wpe(T, offset=pos_offset)  # (T, C) broadcast over B
+            x = self._add_positions(x, t.wpe(T, offset=pos_offset))  # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
-            # As in the 2017 paper, token embeddings are scaled by sqrt(C) so that the fixed
-            # table (entries in [-1, 1]) does not drown them at init.
-            x = x * math.sqrt(cfg.n_embd) + self._sinusoidal(T, pos_offset)
+            x = self._add_positions(x, self._sinusoidal(T, pos_offset))
         x = t.drop(x)
         for i, block in enumerate(t.h):
             x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)
@@ -221,3 +231,44 @@ class GPT(nn.Module):
             if cfg.moe_aux_coef:
                 loss = loss + cfg.moe_aux_coef * aux
         return logits, loss
+
+    # ---- one decode step on raw arrays ---------------------------------------------------
+    def can_step(self) -> bool:
+        """Whether every layer in the blocks has an array `step` (nn/arrays.py). MoE has none:
+        its cached decoding runs through `forward(..., kv_caches=...)`."""
+        if self._can_step is None:  # the layers are fixed at construction: walk them once
+            plain = (nn.Dropout, nn.ModuleList, nn.ModuleDict)
+            self._can_step = all(hasattr(m, "step") for b in self.transformer.h for m in b.modules()
+                                 if not isinstance(m, plain))
+        return self._can_step
+
+    def step(self, tokens: Any, kv_caches: list, pos: int):
+        """Next-token logits after one new token per row, on raw arrays in eval mode (no graph):
+        tokens (B,) int at position `pos` of the window (= every cache's length) -> logits (B, V),
+        an array on the model's device. The caches grow by one. The same numbers as
+        `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)`, for a
+        fraction of the overhead (benchmarks/bench_sample.py); tested for every variant."""
+        cfg, t = self.config, self.transformer
+        if not self.can_step():
+            raise NotImplementedError(f"GPT.step has no array step for mlp={cfg.mlp!r}; "
+                                      "decode with forward(..., kv_caches=...)")
+        if self.training and cfg.dropout > 0:
+            raise RuntimeError("GPT.step runs without dropout: call model.eval() first")
+        if len(kv_caches) != cfg.n_layer:
+            raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
+        tokens = tokens if hasattr(tokens, "dtype") else np.asarray(tokens)
+        idx = self._check_idx(tokens.reshape(-1, 1), pos)[:, 0]            # (B,)
+        x = t.wte.weight.data[idx]                                         # (B, C), a copy
+        if cfg.pos == "learned":
+            x = self._add_positions(x, t.wpe.weight.data[pos])
+        elif cfg.pos == "sinusoidal":
+            x = self._add_positions(x, self._sinusoidal(1, pos).data[0])
+        for block, cache in zip(t.h, kv_caches):
+            x = block.step(x, cache, pos)
+        if cfg.has_ln_f:
+            x = t.ln_f.step(x)
+        if cfg.tie_weights:
+            # (wte @ x^T)^T reads wte in its own row-major layout, which BLAS runs faster for a
+            # few rows than x @ wte.T through the transposed view
+            return (t.wte.weight.data @ x.T).T                             # (B, V)
+        return x @ self.lm_head.weight.data                                # (B, V)

@@ -3,14 +3,15 @@
 Models are tiny and randomly initialised with a large init_std, so that their greedy outputs
 vary from token to token (a near-uniform model would repeat one token and prove little).
 """
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import autograd
-from gpt.inference import fast_decode
 from gpt.inference import sample as S
-from gpt.model.config import GPTConfig
+from gpt.model.config import MLP_CHOICES, POS_CHOICES, GPTConfig, settings as model_settings
 from gpt.inference.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
                           window_start)
 from gpt.model.gpt import GPT
@@ -35,38 +36,67 @@ def uncached_last_logits(model, window):
     return logits.numpy()[:, -1, :]
 
 
-# ---- the cache is exact ---------------------------------------------------------------------------
-VARIANTS = [dict(pos=p) for p in POSITIONS] + [
-    dict(pos="rope", norm="rmsnorm", mlp="swiglu", bias=False, tie_weights=False),
-    dict(pos="learned", prenorm=False),
-    dict(pos="learned", residual=False, norm="rmsnorm"),
-    dict(pos="sinusoidal", prenorm=False, residual=False, bias=False),
-    dict(pos="sinusoidal", mlp="moe"),
-]
+# ---- the cache is exact, for every variant ------------------------------------------------------
+def variant_choices() -> dict:
+    """Every GPTConfig field with a finite set of values: its choice list, or False/True for a
+    bool. Read from the config itself, so a new choice or switch joins the product below."""
+    return {s.name: s.choices or (False, True) for s in model_settings() if s.choices or s.type is bool}
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()))
-@pytest.mark.parametrize("prompt_len", [1, 5, 16])
-@pytest.mark.parametrize("fast", [True, False], ids=["fast-step", "model-step"])
-def test_each_cached_step_equals_the_uncached_forward_on_the_whole_window(variant, prompt_len, fast):
-    model = tiny(**variant)
-    if fast and not fast_decode.supports(model):
-        pytest.skip(f"the fast decode step does not cover {variant}")
-    rng = np.random.default_rng(prompt_len)
-    prompt = rng.integers(0, 48, size=(2, prompt_len))
-    future = rng.integers(0, 48, size=(2, 30))  # teacher-forced, past block_size=16
-    dec = Decoder(model, 2, prompt_len + 30, use_cache=True, fast=fast)
-    assert (dec.fast is not None) == fast
+def every_variant(**fixed):
+    names = [n for n in variant_choices() if n not in fixed]
+    for values in itertools.product(*(variant_choices()[n] for n in names)):
+        yield {**fixed, **dict(zip(names, values))}
+
+
+def micro(variant, seed=0):
+    autograd.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=24, block_size=6, n_layer=2, n_head=2, n_embd=8, init_std=0.4,
+                         n_experts=2, moe_top_k=1, **variant))
+
+
+def check_cached_equals_uncached(model, label):
+    """Teacher-forced: every step's cached logits (through GPT.step where the model has one, and
+    through forward with kv_caches) equal the uncached forward of the same window, past
+    block_size (window re-prefills); then greedy tokens with and without the cache agree."""
+    rng = np.random.default_rng(0)
+    prompt, future = rng.integers(0, 24, (2, 2)), rng.integers(0, 24, (2, 7))
+    decoders = [Decoder(model, 2, 9), Decoder(model, 2, 9)]
+    decoders[1].stepper = None  # the model's own forward with kv_caches for every step
+    assert (decoders[0].stepper is not None) == model.can_step()
     with autograd.no_grad():
-        got = dec.prefill(prompt)
-        np.testing.assert_allclose(got, uncached_last_logits(model, dec.tokens[:, dec.s:dec.n]), atol=1e-4)
-        for t in range(30):
-            got = dec.step(future[:, t])
-            want = uncached_last_logits(model, dec.tokens[:, dec.s:dec.n])
-            np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4, err_msg=f"step {t}, window {dec.s}:{dec.n}")
-    assert dec.n == prompt_len + 30 and dec.n - dec.s <= 16
-    # one prefill, then one re-prefill each time the window fills (not one per token)
-    assert dec.prefills < 1 + 30 // 4 + 1
+        for dec in decoders:
+            got = dec.prefill(prompt)
+            for t in range(future.shape[1] + 1):
+                want = uncached_last_logits(model, dec.tokens[:, dec.s:dec.n])
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{label}, step {t}")
+                if t < future.shape[1]:
+                    got = dec.step(future[:, t])
+    np.testing.assert_array_equal(generate(model, prompt, 8, temperature=0),
+                                  generate(model, prompt, 8, temperature=0, use_cache=False), err_msg=label)
+
+
+@pytest.mark.parametrize("pos", POS_CHOICES)
+@pytest.mark.parametrize("mlp", MLP_CHOICES)
+def test_cached_decoding_equals_uncached_for_every_variant(pos, mlp):
+    for variant in every_variant(pos=pos, mlp=mlp):
+        model = micro(variant)
+        model.eval()
+        check_cached_equals_uncached(model, str(variant))
+
+
+def test_the_variant_product_covers_every_choice_of_the_config():
+    choices = variant_choices()
+    assert {"pos", "norm", "mlp", "prenorm", "residual", "bias", "tie_weights", "qk_norm"} <= set(choices)
+    assert set(choices["mlp"]) >= {"gelu", "swiglu", "moe", "relu2"}
+    assert sum(1 for _ in every_variant()) == int(np.prod([len(c) for c in choices.values()]))
+
+
+def test_a_model_without_an_array_step_refuses_one_and_decodes_through_forward():
+    model = micro(dict(mlp="moe"))
+    assert not model.can_step() and Decoder(model, 1, 4).stepper is None
+    with pytest.raises(NotImplementedError, match="mlp='moe'"):
+        model.step(np.zeros(1, np.int64), model.new_kv_caches(1), 0)
 
 
 @pytest.mark.parametrize("pos", POSITIONS)

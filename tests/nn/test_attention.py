@@ -26,7 +26,7 @@ def attention_reference(mha, x, causal, rope=None):
     for b, h in itertools.product(range(B), range(H)):
         qh, kh, vh = (a[b, :, h * hs:(h + 1) * hs] for a in (q, k, v))
         if rope is not None:
-            qh, kh = (rope.apply(Tensor(a[None, None])).data[0, 0] for a in (qh, kh))
+            qh, kh = (rope.rotate(Tensor(a[None, None])).data[0, 0] for a in (qh, kh))
         s = qh @ kh.T / math.sqrt(hs)
         if causal:
             s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
@@ -138,7 +138,7 @@ def test_kv_cache_writes_in_place_and_returns_views():
     np.testing.assert_array_equal(v_all.data[0, 1, :, 0], [2, 2, 4])
     with pytest.raises(ValueError, match="3 cached \\+ 3 new positions exceed max_len=5"):
         cache.append(np.ones((1, 2, 3, 3)), np.ones((1, 2, 3, 3)))
-    with pytest.raises(ValueError, match=r"k must be \(batch=1, n_head=2, t, head_dim=3\)"):
+    with pytest.raises(ValueError, match=r"k and v must both be \(batch=1, n_head=2, t, head_dim=3\)"):
         cache.append(np.ones((1, 3, 1, 3)), np.ones((1, 3, 1, 3)))
     cache.reset()
     assert cache.length == 0 and cache.append(k1, k1)[0].shape[2] == 2

@@ -80,21 +80,21 @@ def rope_reference(x, offset, base=10000.0):
 def test_rope_matches_the_pairwise_rotation_and_keeps_norms():
     rope = nn.RotaryEmbedding(8, 32)
     x = f64(2, 3, 5, 8)
-    y = rope.apply(x, offset=4).data
+    y = rope.rotate(x, offset=4).data
     np.testing.assert_allclose(y, rope_reference(x.data, 4), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x.data, axis=-1), rtol=1e-12)
-    np.testing.assert_array_equal(rope.apply(x[:, :, :1], offset=0).data, x.data[:, :, :1])  # position 0: identity
+    np.testing.assert_array_equal(rope.rotate(x[:, :, :1], offset=0).data, x.data[:, :, :1])  # position 0: identity
     assert rope.num_params() == 0 and rope.state_dict() == {}
 
 
 def test_rope_offset_equals_slicing_the_full_sequence():
     rope = nn.RotaryEmbedding(4, 16)
     x = f64(1, 2, 6, 4)
-    full = rope.apply(x).data
+    full = rope.rotate(x).data
     for t in range(6):
-        np.testing.assert_allclose(rope.apply(x[:, :, t:t + 1], offset=t).data, full[:, :, t:t + 1], rtol=1e-13)
+        np.testing.assert_allclose(rope.rotate(x[:, :, t:t + 1], offset=t).data, full[:, :, t:t + 1], rtol=1e-13)
     with pytest.raises(ValueError, match="exceed the table's 16 positions"):
-        rope.apply(x, offset=11)
+        rope.rotate(x, offset=11)
 
 
 @given(hs=st.sampled_from([2, 4, 8, 16]), m=st.integers(0, 60), n=st.integers(0, 60), shift=st.integers(0, 60),
@@ -106,7 +106,7 @@ def test_rope_dot_product_depends_only_on_the_position_difference(hs, m, n, shif
     k = Tensor(rng.standard_normal((1, 1, 1, hs)))
 
     def score(a, b):
-        return float((rope.apply(q, offset=a).data * rope.apply(k, offset=b).data).sum())
+        return float((rope.rotate(q, offset=a).data * rope.rotate(k, offset=b).data).sum())
 
     assert score(m, n) == pytest.approx(score(m + shift, n + shift), rel=1e-9, abs=1e-9)
 
@@ -114,7 +114,7 @@ def test_rope_dot_product_depends_only_on_the_position_difference(hs, m, n, shif
 def test_rope_gradients_and_fused_equals_composed_primitives():
     rope = nn.RotaryEmbedding(6, 20)
     x = f64(2, 2, 4, 6)
-    check_gradients(lambda: rope.apply(x, offset=3), [x], max_elems=20)
+    check_gradients(lambda: rope.rotate(x, offset=3), [x], max_elems=20)
 
     x.grad = None
     cos = Tensor(rope.cos[3:7])
@@ -124,7 +124,7 @@ def test_rope_gradients_and_fused_equals_composed_primitives():
     g = np.random.default_rng(1).standard_normal(x.shape)
     composed.backward(g)
     grad_composed, x.grad = x.grad.copy(), None
-    fused = rope.apply(x, offset=3)
+    fused = rope.rotate(x, offset=3)
     fused.backward(g)
     np.testing.assert_allclose(fused.data, composed.data, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(x.grad, grad_composed, rtol=1e-13, atol=1e-15)
@@ -132,8 +132,8 @@ def test_rope_gradients_and_fused_equals_composed_primitives():
 
 def test_rope_keeps_float32_and_rejects_bad_sizes():
     rope = nn.RotaryEmbedding(4, 8)
-    assert rope.apply(Tensor(np.ones((1, 1, 2, 4), np.float32))).dtype == np.float32
+    assert rope.rotate(Tensor(np.ones((1, 1, 2, 4), np.float32))).dtype == np.float32
     with pytest.raises(ValueError, match="even head_dim"):
         nn.RotaryEmbedding(5, 8)
     with pytest.raises(ValueError, match=r"expected x \(\.\.\., T, 4\)"):
-        rope.apply(Tensor(np.ones((1, 1, 2, 6))))
+        rope.rotate(Tensor(np.ones((1, 1, 2, 6))))
