@@ -145,7 +145,9 @@ def main(argv=None) -> int:
     tiktoken = try_import("tiktoken")
     rustbpe = try_import("rustbpe")
     ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"python {sys.version.split()[0]}, {ncpu} cores, pattern {args.pattern}; peers: "
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"python {sys.version.split()[0]}, {ncpu} cores, load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}, pattern {args.pattern}; peers: "
           f"tokenizers {getattr(tokenizers, '__version__', 'absent')}, tiktoken {getattr(tiktoken, '__version__', 'absent')}, "
           f"rustbpe {'present' if rustbpe else 'absent'}")
 
