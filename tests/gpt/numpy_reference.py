@@ -3,7 +3,7 @@
 It reads the model's weights by their GPT-2 names and recomputes logits and loss with
 explicit formulas, so a test can compare the whole model at once and take finite
 differences of this loss to check every gradient. Variants: pos learned / sinusoidal / rope,
-norm layernorm / rmsnorm, mlp gelu / swiglu, prenorm, residual, bias, tied head.
+norm layernorm / rmsnorm, mlp gelu / swiglu / relu2, qk_norm, prenorm, residual, bias, tied head.
 
 Shapes: B batch, T time, C channels, H heads, hs = C // H, V vocab.
 """
@@ -82,6 +82,9 @@ def reference_forward(params: dict, cfg, idx, targets=None, conventions=None):
     def attention(prefix, x):
         q, k, v = np.split(linear(prefix + ".c_attn", x), 3, axis=-1)  # (B, T, C) each
         q, k, v = (a.reshape(B, T, H, hs).transpose(0, 2, 1, 3) for a in (q, k, v))  # (B, H, T, hs)
+        if getattr(cfg, "qk_norm", False):  # per head, before the rotation (modded-nanoGPT, OLMo 2)
+            q = rms_norm(q, P[prefix + ".q_norm.weight"], cfg.norm_eps)
+            k = rms_norm(k, P[prefix + ".k_norm.weight"], cfg.norm_eps)
         if cfg.pos == "rope":
             q = rope(q, cfg.rope_base, interleaved=conv["rope_interleaved"])
             k = rope(k, cfg.rope_base, interleaved=conv["rope_interleaved"])
@@ -99,6 +102,8 @@ def reference_forward(params: dict, cfg, idx, targets=None, conventions=None):
             if not conv["swiglu_gate_first"]:
                 gate, up = up, gate
             h = silu(gate) * up
+        elif cfg.mlp == "relu2":
+            h = np.maximum(h, 0.0) ** 2
         else:
             h = gelu_tanh(h)
         return linear(prefix + ".c_proj", h)

@@ -10,9 +10,9 @@ import autograd
 from autograd import Tensor, no_grad
 from gpt import GPT, GPTConfig
 from nn.optim import AdamW
+from gpt.model.config import MLP_CHOICES as MLP, NORM_CHOICES as NORM, POS_CHOICES as POS
 from tests.gpt.numpy_reference import reference_forward
 
-POS, NORM, MLP = ("learned", "sinusoidal", "rope"), ("layernorm", "rmsnorm"), ("gelu", "swiglu", "moe")
 VARIANTS = list(itertools.product(POS, NORM, MLP, (True, False), (True, False)))  # + prenorm, residual
 
 
@@ -31,7 +31,8 @@ def build(cfg: GPTConfig, seed: int = 0, dtype=np.float64, spread: float | None 
         data = p.data.astype(dtype)
         if spread is not None:
             noise = rng.normal(0.0, spread, size=data.shape)
-            data = (1.0 + 0.3 * noise) if (".ln_" in name and name.endswith("weight")) else noise
+            gain = (".ln_" in name or "_norm." in name) and name.endswith("weight")
+            data = (1.0 + 0.3 * noise) if gain else noise
         p.data = np.ascontiguousarray(data, dtype=dtype)
     return model
 
@@ -59,8 +60,9 @@ def test_untied_model_has_an_lm_head_of_shape_c_by_v():
 
 @pytest.mark.parametrize("pos, norm, mlp", list(itertools.product(POS, NORM, MLP)))
 def test_count_formula_equals_built_parameters_for_every_variant(pos, norm, mlp):
-    for prenorm, bias, tied in itertools.product((True, False), repeat=3):
-        cfg = small_cfg(pos=pos, norm=norm, mlp=mlp, prenorm=prenorm, bias=bias, tie_weights=tied)
+    for prenorm, bias, tied, qk_norm in itertools.product((True, False), repeat=4):
+        cfg = small_cfg(pos=pos, norm=norm, mlp=mlp, prenorm=prenorm, bias=bias, tie_weights=tied,
+                        qk_norm=qk_norm)
         model = GPT(cfg)
         assert model.num_params() == cfg.count_params(), cfg
         assert sum(p.size for p in model.parameters()) == cfg.count_params()
@@ -70,15 +72,15 @@ def test_count_formula_equals_built_parameters_for_every_variant(pos, norm, mlp)
     n_layer=st.integers(1, 3), n_head=st.integers(1, 3), head_dim=st.sampled_from([2, 4, 6]),
     vocab=st.integers(1, 40), block=st.integers(1, 20), hidden=st.one_of(st.none(), st.integers(1, 30)),
     pos=st.sampled_from(POS), norm=st.sampled_from(NORM), mlp=st.sampled_from(MLP), experts=st.integers(1, 3),
-    flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans()),
 )
 def test_count_formula_equals_built_parameters_for_random_shapes(n_layer, n_head, head_dim, vocab, block,
                                                                   hidden, pos, norm, mlp, experts, flags):
-    prenorm, residual, bias, tied = flags
+    prenorm, residual, bias, tied, qk_norm = flags
     cfg = GPTConfig(vocab_size=vocab, block_size=block, n_layer=n_layer, n_head=n_head,
                     n_embd=n_head * head_dim, mlp_hidden=hidden, pos=pos, norm=norm, mlp=mlp,
                     n_experts=experts, moe_top_k=1, prenorm=prenorm, residual=residual, bias=bias,
-                    tie_weights=tied)
+                    tie_weights=tied, qk_norm=qk_norm)
     model = GPT(cfg)
     assert model.num_params() == cfg.count_params()
     assert sum(cfg.breakdown().values()) == cfg.count_params()
@@ -128,8 +130,10 @@ def test_loss_at_init_is_close_to_ln_vocab():
     "variant",
     [dict(), dict(pos="sinusoidal", norm="rmsnorm", mlp="swiglu", bias=False, tie_weights=False),
      dict(pos="rope", prenorm=False), dict(pos="rope", norm="rmsnorm", mlp="swiglu", residual=False),
-     dict(pos="sinusoidal", prenorm=False, residual=False, bias=False)],
-    ids=["gpt2", "sin-rms-swiglu-untied", "rope-postnorm", "rope-rms-swiglu-noresid", "sin-postnorm-noresid"],
+     dict(pos="sinusoidal", prenorm=False, residual=False, bias=False),
+     dict(mlp="relu2", qk_norm=True), dict(pos="rope", norm="rmsnorm", mlp="relu2", qk_norm=True, prenorm=False)],
+    ids=["gpt2", "sin-rms-swiglu-untied", "rope-postnorm", "rope-rms-swiglu-noresid", "sin-postnorm-noresid",
+         "relu2-qknorm", "rope-rms-relu2-qknorm-postnorm"],
 )
 def test_whole_model_matches_the_numpy_reference_in_logits_loss_and_every_gradient(variant):
     """llm.c's test: logits and loss equal an independent NumPy forward; every parameter's
@@ -164,7 +168,7 @@ def test_whole_model_passes_float64_gradcheck(pos, norm, mlp, prenorm, residual)
     itself, on a random sample of entries of every parameter tensor."""
     i = VARIANTS.index((pos, norm, mlp, prenorm, residual))
     cfg = small_cfg(pos=pos, norm=norm, mlp=mlp, prenorm=prenorm, residual=residual,
-                    bias=i % 2 == 0, tie_weights=i % 3 != 0)
+                    bias=i % 2 == 0, tie_weights=i % 3 != 0, qk_norm=i % 4 < 2)
     model = build(cfg, seed=i, spread=0.3)
     idx, tgt = batch(cfg, B=2, T=5, seed=i)
     _, loss = model(idx, tgt)

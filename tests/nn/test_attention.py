@@ -16,8 +16,12 @@ def _seed():
     autograd.manual_seed(0)
 
 
+def rms(a, gain, eps):
+    return a / np.sqrt((a * a).mean(-1, keepdims=True) + eps) * gain
+
+
 def attention_reference(mha, x, causal, rope=None):
-    """Per-head loops in NumPy: qkv, split, (rope), softmax(q k^T / sqrt(hs)), merge, project."""
+    """Per-head loops in NumPy: qkv, split, (qk-norm), (rope), softmax(q k^T / sqrt(hs)), merge, project."""
     B, T, C = x.shape
     H, hs = mha.n_head, C // mha.n_head
     qkv = x @ mha.c_attn.weight.data + (mha.c_attn.bias.data if mha.c_attn.bias is not None else 0)
@@ -25,6 +29,9 @@ def attention_reference(mha, x, causal, rope=None):
     out = np.zeros((B, T, C))
     for b, h in itertools.product(range(B), range(H)):
         qh, kh, vh = (a[b, :, h * hs:(h + 1) * hs] for a in (q, k, v))
+        if mha.q_norm is not None:
+            qh = rms(qh, mha.q_norm.weight.data, mha.q_norm.eps)
+            kh = rms(kh, mha.k_norm.weight.data, mha.k_norm.eps)
         if rope is not None:
             qh, kh = (rope.rotate(Tensor(a[None, None])).data[0, 0] for a in (qh, kh))
         s = qh @ kh.T / math.sqrt(hs)
@@ -36,18 +43,29 @@ def attention_reference(mha, x, causal, rope=None):
     return out @ mha.c_proj.weight.data + (mha.c_proj.bias.data if mha.c_proj.bias is not None else 0)
 
 
-@pytest.mark.parametrize("causal,use_rope,bias", [(True, False, True), (False, False, False), (True, True, True)])
-def test_attention_matches_a_per_head_reference(causal, use_rope, bias):
+def random_gains(mha):
+    for norm in (mha.q_norm, mha.k_norm):
+        if norm is not None:
+            norm.weight.data = 1.0 + 0.3 * np.random.default_rng(7).standard_normal(norm.weight.shape)
+
+
+@pytest.mark.parametrize("causal,use_rope,bias,qk_norm", [(True, False, True, False), (False, False, False, False),
+                                                          (True, True, True, False), (True, True, False, True),
+                                                          (False, False, True, True)])
+def test_attention_matches_a_per_head_reference(causal, use_rope, bias, qk_norm):
     rope = nn.RotaryEmbedding(4, 16) if use_rope else None
-    mha = nn.MultiHeadAttention(8, 2, bias=bias, causal=causal, rope=rope).double()
+    mha = nn.MultiHeadAttention(8, 2, bias=bias, causal=causal, rope=rope, qk_norm=qk_norm).double()
+    random_gains(mha)
     x = f64(2, 5, 8)
     np.testing.assert_allclose(mha(x).data, attention_reference(mha, x.data, causal, rope), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("causal,use_rope,bias", [(True, False, True), (False, True, False)])
-def test_attention_gradients_for_parameters_and_input(causal, use_rope, bias):
+@pytest.mark.parametrize("causal,use_rope,bias,qk_norm", [(True, False, True, False), (False, True, False, False),
+                                                          (True, True, True, True), (False, False, False, True)])
+def test_attention_gradients_for_parameters_and_input(causal, use_rope, bias, qk_norm):
     rope = nn.RotaryEmbedding(2, 8) if use_rope else None
-    mha = nn.MultiHeadAttention(4, 2, bias=bias, causal=causal, rope=rope).double()
+    mha = nn.MultiHeadAttention(4, 2, bias=bias, causal=causal, rope=rope, qk_norm=qk_norm).double()
+    random_gains(mha)
     x = f64(2, 3, 4)
     check_gradients(lambda: mha(x), list(mha.parameters()) + [x], max_elems=6)
 
@@ -168,3 +186,30 @@ def test_attention_dropout_acts_in_training_only():
     assert not np.allclose(a, b)
     mha.eval()
     np.testing.assert_array_equal(mha(x).data, mha(x).data)
+
+
+def test_qk_norm_adds_one_gain_per_head_dim_for_q_and_k_and_bounds_the_scores():
+    mha = nn.MultiHeadAttention(8, 2, qk_norm=True)
+    shapes = {n: tuple(p.shape) for n, p in mha.named_parameters()}
+    assert shapes["q_norm.weight"] == (4,) and shapes["k_norm.weight"] == (4,)
+    # normalised q and k have norm sqrt(hs) per head, so |score| <= sqrt(hs) whatever the weights
+    mha.c_attn.weight.data *= 1e3
+    q = mha.q_norm(Tensor(np.random.default_rng(0).standard_normal((1, 2, 3, 4)) * 1e3))
+    np.testing.assert_allclose(np.linalg.norm(q.data, axis=-1), 2.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_rope,qk_norm", [(False, False), (True, True)])
+def test_the_array_step_equals_the_cached_forward(use_rope, qk_norm):
+    rope = nn.RotaryEmbedding(4, 16) if use_rope else None
+    mha = nn.MultiHeadAttention(8, 2, rope=rope, qk_norm=qk_norm).double().eval()
+    random_gains(mha)
+    x = f64(2, 6, 8)
+    a, b = nn.KVCache(2, 2, 6, 4, np.float64), nn.KVCache(2, 2, 6, 4, np.float64)
+    with no_grad():
+        mha(x[:, :3], kv_cache=a)
+        mha(x[:, :3], kv_cache=b)
+        for t in range(3, 6):
+            want = mha(x[:, t:t + 1], kv_cache=a).data[:, 0]
+            np.testing.assert_allclose(mha.step(x.data[:, t], b, t), want, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="position 2 but the KV cache holds 6"):
+        mha.step(x.data[:, 0], b, 2)

@@ -137,3 +137,31 @@ def test_rope_keeps_float32_and_rejects_bad_sizes():
         nn.RotaryEmbedding(5, 8)
     with pytest.raises(ValueError, match=r"expected x \(\.\.\., T, 4\)"):
         rope.rotate(Tensor(np.ones((1, 1, 2, 6))))
+
+
+def test_the_rope_op_passes_float64_gradcheck_and_its_backward_is_the_inverse_rotation():
+    from autograd.ops.rope import rope
+
+    rot = nn.RotaryEmbedding(6, 20)
+    cos, sin = rot.cos[2:6], rot.sin[2:6]
+    x = f64(2, 3, 4, 6)
+    report = autograd.gradcheck(lambda t: rope(t, cos, sin), [x], rtol=1e-6, atol=1e-9)
+    assert report.ok and report.max_abs_error < 1e-8
+    g = np.random.default_rng(3).standard_normal(x.shape)
+    x.grad = None
+    rope(x, cos, sin).backward(g)
+    back = rope(Tensor(x.grad), cos, sin).data  # the forward rotation undoes backward's inverse one
+    np.testing.assert_allclose(back, g, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="rope: expected x"):
+        rope(x, cos[:3], sin[:3])
+
+
+def test_rotary_step_on_arrays_equals_rotate_and_module_apply_still_walks_the_tree():
+    rot = nn.RotaryEmbedding(4, 16)
+    q, k = f64(1, 2, 1, 4), f64(1, 2, 1, 4)
+    sq, sk = rot.step(q.data, k.data, 9)
+    np.testing.assert_array_equal(sq, rot.rotate(q, offset=9).data)
+    np.testing.assert_array_equal(sk, rot(k, offset=9).data)
+    seen = []
+    rot.apply(seen.append)  # Module.apply(fn), no longer shadowed
+    assert seen == [rot]
