@@ -130,13 +130,22 @@ class GPT(nn.Module):
 
     # ---- input checks --------------------------------------------------------------------
     def _as_ids(self, ids: Any, what: str):
-        """An integer backend array on the model's device (no copy when already there)."""
+        """An integer backend array on the model's device (no copy when already there), its ids
+        checked against the vocabulary: here, once per forward, and before the move, so ids from
+        the host (the usual case) cost no device sync; the ops below are told not to check again."""
         if isinstance(ids, Tensor):
             ids = ids.data
         elif not hasattr(ids, "dtype"):
             ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"expected {what} to hold integer token ids, got dtype {ids.dtype}")
+        if ids.size:
+            V, lo, hi = self.config.vocab_size, int(ids.min()), int(ids.max())
+            # Negative targets are cross_entropy's ignore_index; negative inputs are errors.
+            bad = hi if hi >= V else (lo if lo < 0 and what == "idx" else None)
+            if bad is not None:
+                where = "token id {} in idx" if what == "idx" else "target id {}"
+                raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")
         return backend.to_device(ids, self.device)
 
     def _check_idx(self, idx: Any, pos_offset: int):
@@ -152,19 +161,12 @@ class GPT(nn.Module):
                 f"positions pos_offset={pos_offset} .. {pos_offset + idx.shape[1] - 1} exceed "
                 f"block_size={cfg.block_size}: crop the context (or re-prefill a window)"
             )
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= cfg.vocab_size:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"token id {bad} in idx is outside the vocabulary [0, {cfg.vocab_size})")
         return idx
 
     def _check_targets(self, targets: Any, shape: tuple):
         targets = self._as_ids(targets, "targets")
         if tuple(targets.shape) != tuple(shape):
             raise ValueError(f"expected targets of shape {tuple(shape)} (like idx), got {tuple(targets.shape)}")
-        hi = int(targets.max())
-        if hi >= self.config.vocab_size:
-            raise ValueError(f"target id {hi} is outside the vocabulary [0, {self.config.vocab_size})")
         return targets
 
     def _sinusoidal(self, T: int, offset: int) -> Tensor:
@@ -203,7 +205,7 @@ class GPT(nn.Module):
         if kv_caches is not None and len(kv_caches) != cfg.n_layer:
             raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
         t = self.transformer
-        x = autograd.embedding(t.wte.weight, idx)  # (B, T, C); ids were checked above
+        x = autograd.embedding(t.wte.weight, idx, check_range=False)  # (B, T, C); ids checked in _as_ids
         if cfg.pos == "learned":
             x = self._add_positions(x, t.wpe(T, offset=pos_offset))  # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
@@ -221,7 +223,7 @@ class GPT(nn.Module):
         if targets is None:
             return logits, None
         targets = self._check_targets(targets, (B, T))
-        loss = autograd.cross_entropy(logits, targets)
+        loss = autograd.cross_entropy(logits, targets, check_range=False)
         self.ce_loss = loss.detach()
         if cfg.mlp == "moe":
             aux = None

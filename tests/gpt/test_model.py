@@ -343,3 +343,22 @@ def test_bad_targets_and_positions_give_clear_errors():
         model(idx, np.full((2, 4), 11))
     with pytest.raises(ValueError, match=r"pos_offset=6 .. 9 exceed block_size=8"):
         model(idx, pos_offset=6)
+
+
+def test_token_ids_are_range_checked_once_per_forward_by_the_model(monkeypatch):
+    """The model checks idx and targets itself (on the host when they come from there); the
+    embedding and cross-entropy ops are told not to repeat it (each check is a device sync)."""
+    import autograd.ops.index as index_ops
+    import autograd.ops.loss as loss_ops
+
+    calls = []
+    real = index_ops.check_ids
+    for module in (index_ops, loss_ops):
+        monkeypatch.setattr(module, "check_ids", lambda *a, **k: calls.append(a[2:]) or real(*a, **k))
+    model = GPT(small_cfg())
+    idx = np.zeros((2, 4), np.int64)
+    _, loss = model(idx, idx)
+    loss.backward()
+    assert calls == []
+    with pytest.raises(ValueError, match="token id 11 in idx"):
+        model(np.full((2, 4), 11))
