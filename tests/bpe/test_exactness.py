@@ -110,3 +110,12 @@ def test_special_arguments_are_understood_or_refused(pair):
         assert ours.encode(text, **kw) == theirs.encode(text, **kw), kw
     with pytest.raises(ValueError):  # tiktoken also checks strings that are not special tokens
         ours.encode("a<|mine|>", disallowed_special={"<|mine|>"})
+
+
+@given(data=st.lists(st.sampled_from([b"^", b"a", b"A", b" ", b"1", b"\n", b"ab", b"\xe5\xad\x97"]),
+                     max_size=120).map(b"".join))
+def test_long_piece_merging_equals_short_piece_merging_on_cl100k(pair, data):
+    from bpe.bytepair import merge_long, merge_small
+
+    ranks = pair[0].mergeable_ranks
+    assert merge_long(ranks, data) == merge_small(ranks, data)
