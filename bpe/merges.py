@@ -40,6 +40,43 @@ from typing import Callable, Mapping
 from .bytepair import utf8
 
 
+def _words(chunk_counts: Mapping[str | bytes, int]) -> tuple[list[str], list[int]]:
+    """Chunks as strs of one character per token (chr(id)), and their counts.
+
+    str.find and str.replace then scan and merge in C, and a pair is the 2-character string of
+    its two tokens, which compares like the tuple (left_id, right_id). Chunks of one byte hold
+    no pair and are dropped.
+    """
+    words: list[str] = []
+    counts: list[int] = []
+    for chunk, n in chunk_counts.items():
+        b = utf8(chunk) if isinstance(chunk, str) else bytes(chunk)
+        if len(b) >= 2 and n > 0:
+            words.append(b.decode("latin-1"))
+            counts.append(int(n))
+    return words, counts
+
+
+def _pair_index(words: list[str], counts: list[int]) -> tuple[defaultdict, defaultdict]:
+    """``pairs`` (pair -> weighted count) and ``where`` (pair -> chunk indices, once per occurrence)."""
+    pairs: defaultdict[str, int] = defaultdict(int)
+    where: defaultdict[str, list[int]] = defaultdict(list)
+    once: list[str] = []  # pairs of chunks seen once, counted by one Counter in C
+    for wi, w in enumerate(words):
+        n = counts[wi]
+        ps = list(map(add, w, w[1:]))
+        if n == 1:
+            once += ps
+        else:
+            for p in ps:
+                pairs[p] += n
+        for p in ps:
+            where[p].append(wi)
+    for p, n in Counter(once).items():
+        pairs[p] += n
+    return pairs, where
+
+
 def train_merges(
     chunk_counts: Mapping[str | bytes, int],
     n_merges: int,
@@ -56,35 +93,9 @@ def train_merges(
     if 256 + n_merges > sys.maxunicode + 1:
         raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
     min_frequency = max(1, int(min_frequency))
-
-    # A chunk is a str with one character per token (chr(id)): str.find and str.replace
-    # then scan and merge in C, and a pair is the 2-character string of its two tokens,
-    # which compares like the tuple (left_id, right_id).
-    words: list[str] = []
-    counts: list[int] = []
-    for chunk, n in chunk_counts.items():
-        b = utf8(chunk) if isinstance(chunk, str) else bytes(chunk)
-        if len(b) >= 2 and n > 0:
-            words.append(b.decode("latin-1"))
-            counts.append(int(n))
-
-    pairs: defaultdict[str, int] = defaultdict(int)
-    where: defaultdict[str, list[int]] = defaultdict(list)
+    words, counts = _words(chunk_counts)
+    pairs, where = _pair_index(words, counts)
     pget = pairs.get
-    once: list[str] = []
-    for wi, w in enumerate(words):
-        n = counts[wi]
-        ps = list(map(add, w, w[1:]))
-        if n == 1:
-            once += ps
-        else:
-            for p in ps:
-                pairs[p] += n
-        for p in ps:
-            where[p].append(wi)
-    for p, n in Counter(once).items():
-        pairs[p] += n
-    del once
 
     # Heap entries are ints: -count * 2**42 + left * 2**21 + right (ids < 2**21), so the
     # smallest entry is the highest count, then the smallest (left, right).
@@ -93,6 +104,7 @@ def train_merges(
     heappop, heappush = heapq.heappop, heapq.heappush
     MASK = (1 << 21) - 1
 
+    # The hot loop of training, one function on purpose: its names stay fast locals.
     merges: list[tuple[int, int]] = []
     while heap and len(merges) < n_merges:
         v = heappop(heap)
