@@ -291,19 +291,7 @@ class Module:
         every missing, unexpected and mis-shaped entry (missing and unexpected ones only when
         `strict`). A shared parameter may appear under any of its names.
         """
-        aliases = self._aliases()
-        targets: dict[str, Any] = {}  # canonical name -> (owner module, attribute, kind)
-        for mod_name, mod in self.named_modules():
-            for name, p in mod._parameters.items():
-                if p is not None:
-                    full = f"{mod_name}.{name}" if mod_name else name
-                    targets.setdefault(aliases[full], (mod, name, "param"))
-            for name, buf in mod._buffers.items():
-                if buf is not None and name not in mod._non_persistent:
-                    full = f"{mod_name}.{name}" if mod_name else name
-                    targets[full] = (mod, name, "buffer")
-                    aliases[full] = full
-
+        aliases, targets = self._load_targets()
         unexpected, mis_shaped, found = [], [], set()
         for key, value in state_dict.items():
             canon = aliases.get(key)
@@ -345,6 +333,22 @@ class Module:
                                         backend.device_of(dest))
                 dest[...] = src  # in place: optimizers and tied references keep seeing it
         return IncompatibleKeys(missing, unexpected)
+
+    def _load_targets(self) -> tuple[dict[str, str], dict[str, tuple]]:
+        """(every accepted name -> canonical name, canonical name -> (owner module, attribute, kind))."""
+        aliases = self._aliases()
+        targets: dict[str, Any] = {}
+        for mod_name, mod in self.named_modules():
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    full = f"{mod_name}.{name}" if mod_name else name
+                    targets.setdefault(aliases[full], (mod, name, "param"))
+            for name, buf in mod._buffers.items():
+                if buf is not None and name not in mod._non_persistent:
+                    full = f"{mod_name}.{name}" if mod_name else name
+                    targets[full] = (mod, name, "buffer")
+                    aliases[full] = full
+        return aliases, targets
 
     # ---- printing -----------------------------------------------------------------------
     def extra_repr(self) -> str:

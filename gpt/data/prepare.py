@@ -180,29 +180,29 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
         tok = load_tokenizer(tokenizer)
     else:
         tok = tokenizer
-    tok_path = out / TOKENIZER_FILE
-    tok.save(str(tok_path))
-    V = int(tok.vocab_size)
-    eot = eot_id(tok)
-    dtype = token_dtype(V)
+    tok.save(str(out / TOKENIZER_FILE))
+    V, eot = int(tok.vocab_size), eot_id(tok)
     workers = max(1, min(os.cpu_count() or 1, 8)) if workers is None else max(1, int(workers))
+    blocks = iter_documents(files, max_chars, block_bytes, getattr(tok, "pattern", None))
+    stats = _write_splits(out, _encoded(blocks, str(out / TOKENIZER_FILE), workers), V, eot, val_fraction,
+                          verbose)
+    return {
+        "vocab_size": V, "dtype": token_dtype(V).name, "tokenizer": TOKENIZER_FILE, "eot_id": eot,
+        **stats, "val_fraction": val_fraction,
+        "inputs": [str(i) for i in inputs][:10] + (["..."] if len(inputs) > 10 else []),
+    }
 
-    tty = sys.stderr.isatty()  # a live count on a terminal; one closing line in a log
+
+def _write_splits(out: Path, encoded, V: int, eot: int | None, val_fraction: float, verbose: bool) -> dict:
+    """Stream (doc, ids, last) into train.bin and val.bin (temp files, renamed when complete)."""
+    dtype, tty = token_dtype(V), sys.stderr.isatty()  # a live count on a terminal; one line in a log
     tmp = {s: _temp_file(out, f"{s}.bin") for s in SPLITS}
     counts = {s: 0 for s in SPLITS}
-    n_docs, n_chars, t0 = 0, 0, time.perf_counter()
+    n_docs, t0 = 0, time.perf_counter()
     try:
         with open(tmp["train"], "wb") as ftrain, open(tmp["val"], "wb") as fval:
             handles = {"train": ftrain, "val": fval}
-            pieces = iter_documents(files, max_chars, block_bytes, getattr(tok, "pattern", None))
-
-            def counting(it):
-                nonlocal n_chars
-                for doc, text, last in it:
-                    n_chars += len(text)
-                    yield doc, text, last
-
-            for doc, ids, last in _encoded(counting(pieces), str(tok_path), workers):
+            for doc, ids, last in encoded:
                 split = "val" if _is_val_doc(doc, val_fraction) else "train"
                 if last and eot is not None:
                     ids = np.append(ids, eot)
@@ -212,9 +212,8 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
                 counts[split] += ids.size
                 n_docs = max(n_docs, doc + 1)
                 if verbose and tty and last and doc % 200 == 0:
-                    dt = time.perf_counter() - t0
-                    print(f"\rprepare: {doc + 1} documents, {n_chars / 1e6:.1f} M chars, "
-                          f"{sum(counts.values()) / max(dt, 1e-9) / 1e3:.0f} k tokens/s",
+                    rate = sum(counts.values()) / max(time.perf_counter() - t0, 1e-9)
+                    print(f"\rprepare: {doc + 1} documents, {rate / 1e3:.0f} k tokens/s",
                           end="", file=sys.stderr, flush=True)
             for f in handles.values():
                 f.flush()
@@ -228,16 +227,9 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
             if p.exists():
                 p.unlink()
     if verbose:
-        print(f"{chr(13) if tty else ''}prepare: {n_docs} documents, {n_chars / 1e6:.2f} M chars -> "
-              f"{counts['train']:,} train + {counts['val']:,} val tokens in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    meta = {
-        "vocab_size": V, "dtype": dtype.name, "tokenizer": TOKENIZER_FILE, "eot_id": eot,
-        "train_tokens": counts["train"], "val_tokens": counts["val"], "documents": n_docs,
-        "characters": n_chars, "val_fraction": val_fraction,
-        "inputs": [str(i) for i in inputs][:10] + (["..."] if len(inputs) > 10 else []),
-    }
-    return meta
+        print(f"{chr(13) if tty else ''}prepare: {n_docs} documents -> {counts['train']:,} train + "
+              f"{counts['val']:,} val tokens in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return {"train_tokens": counts["train"], "val_tokens": counts["val"], "documents": n_docs}
 
 
 def _move_tail_to_val(tmp: dict, counts: dict, dtype: np.dtype, val_fraction: float) -> None:
