@@ -51,7 +51,7 @@ def test_block_cuts_never_change_the_chunks_of_any_pattern(tmp_path):
 
     rng = random.Random(1)
     f = tmp_path / "f.txt"
-    pieces = ["x", " ", "\n", "\n\n", "  \n", "class", "1", ":", "\t", "\u3000", "\xa0", "'s", "é"]
+    pieces = ["x", " ", "\n", "\n\n", "  \n", "class", "1", ":", "\t", "\u3000", "\xa0", "'s", "é", "!", "/", "a!\n/b"]
     for trial in range(150):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 120)))
         f.write_text(text, encoding="utf-8")
@@ -59,6 +59,7 @@ def test_block_cuts_never_change_the_chunks_of_any_pattern(tmp_path):
         blocks = list(read_blocks(f, block_bytes=bs))
         assert "".join(blocks) == text
         for pattern in (GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN):
+            assert list(read_blocks(f, block_bytes=bs, pattern=pattern)) == blocks
             whole = Counter(regex.findall(pattern, text))
             assert sum((Counter(regex.findall(pattern, b)) for b in blocks), Counter()) == whole, (text, bs)
 
