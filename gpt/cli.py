@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prepare", "train", "sample", "eval", "gradflow")
+COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow")
 
 
 def build_parser() -> argparse.ArgumentParser:

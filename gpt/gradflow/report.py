@@ -14,11 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt.files import atomic_write
-
-MISSING_MATPLOTLIB = (
-    "matplotlib is not installed, so no plot was written (the table and JSON are complete); "
-    "install the optional extra with `pip install -e \".[plot]\"` or `pip install matplotlib`"
-)
+from gpt.plotting import MISSING_MATPLOTLIB, pyplot, save_figure
 
 GEOMETRIC = ("ratio", "factor")  # summarised by geometric mean and a multiplicative spread
 
@@ -119,24 +115,6 @@ def spectra_table(rows: list[dict]) -> str:
 
 
 # ---- plots -------------------------------------------------------------------------------------
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only: never needs a display
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt
-
-
-def _save(fig, path, plt) -> Path:
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png", pil_kwargs={"optimize": True}))
-    finally:
-        plt.close(fig)
-
-
 def _style(variant: str, palette: dict) -> dict:
     """One colour per variant (ignoring the norm), dashed for RMSNorm, so ln/rms pairs overlay visibly."""
     base = variant.replace("-rmsnorm", "").replace("-layernorm", "")
@@ -149,7 +127,7 @@ def plot_gradients(result: dict, path: str | os.PathLike) -> str:
     """Left: |dL/dx_0| against depth per variant (log-log, band = ±1 std over seeds).
     Right: |dL/dx_l| against block index l at the deepest depth (first seed), one line per variant.
     Returns a line saying what was written, or why nothing was."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return MISSING_MATPLOTLIB
     from matplotlib.ticker import NullFormatter, ScalarFormatter
@@ -185,7 +163,7 @@ def plot_gradients(result: dict, path: str | os.PathLike) -> str:
         ax.legend(fontsize=7)
     fig.suptitle(result.get("title", "gradient flow"), fontsize=9)
     fig.tight_layout()
-    _save(fig, path, plt)
+    save_figure(fig, path, plt)
     return f"wrote {path}"
 
 
@@ -193,7 +171,7 @@ def plot_spectra(rows: list[dict], path: str | os.PathLike) -> str:
     """One column per block kind (linear, mlp, gpt). Top: largest (solid) and median (dotted)
     singular value of the product J_l...J_1 against l. Bottom: the sorted spectrum of the
     product at the top of the stack. Values below 1e-20 (exact zeros of the norms) are clipped."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return MISSING_MATPLOTLIB
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
@@ -221,7 +199,7 @@ def plot_spectra(rows: list[dict], path: str | os.PathLike) -> str:
     axes[0][0].set_ylabel("singular value of J_l...J_1")
     axes[1][0].set_ylabel("singular value")
     fig.tight_layout()
-    _save(fig, path, plt)
+    save_figure(fig, path, plt)
     return f"wrote {path}"
 
 

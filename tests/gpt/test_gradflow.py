@@ -346,7 +346,7 @@ def test_table_and_json_hold_the_numbers(tiny_sweep, tmp_path):
 
 def test_plots_without_matplotlib_say_so_and_write_nothing(tiny_sweep, tmp_path, monkeypatch):
     result, _ = tiny_sweep
-    monkeypatch.setattr(report, "_pyplot", lambda: None)
+    monkeypatch.setattr(report, "pyplot", lambda: None)
     msg = report.plot_gradients(result, tmp_path / "g.png")
     assert "matplotlib is not installed" in msg and "pip install" in msg
     assert not list(tmp_path.iterdir())

@@ -1,0 +1,39 @@
+"""`gpt plot`: loss and learning-rate curves of runs, as a PNG or, without matplotlib, a table."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+import gpt.plotting
+from gpt.cli import main
+from gpt.commands.plot import read_curves
+
+RUN = Path(__file__).parent / "fixtures" / "run_before_redesign"
+
+
+def test_curves_against_steps_tokens_and_time():
+    steps, tokens, time = (read_curves(RUN, x) for x in ("steps", "tokens", "time"))
+    assert [s for s, _ in steps["val"]] == [0, 3]
+    assert [t for t, _ in tokens["val"]] == [0, 3 * 4 * 16]  # batch 4 x block 16 per step
+    assert time["val"][0][0] == 0.0 and time["val"][1][0] >= 0.0
+    assert steps["train"][0][1] == pytest.approx(3.3951, abs=1e-4) and steps["lr"][0] == (3, 0.00018)
+
+
+def test_several_runs_on_one_figure(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    shutil.copytree(RUN, tmp_path / "b")
+    assert main(["plot", str(RUN), str(tmp_path / "b"), "--x", "tokens", "--out", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_matplotlib_a_message_and_a_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(gpt.plotting, "pyplot", lambda: None)
+    assert main(["plot", str(RUN), "--out", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "matplotlib is not installed" in out and "run_before_redesign" in out and "3.3907" in out
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_a_folder_without_metrics_is_named(tmp_path, capsys):
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "has no metrics.jsonl" in capsys.readouterr().err
