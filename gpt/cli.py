@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow")
 
@@ -36,8 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     from gpt.training.checkpoint import CheckpointError
     from gpt.training.trainer import TrainingDiverged
 
+    def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"gpt {args.command}: warning: {message}", file=sys.stderr)  # no Python source line
+
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line
+            return int(args.func(args) or 0)
     except TrainingDiverged as exc:
         print(f"gpt {args.command}: {exc}", file=sys.stderr)
         return 1

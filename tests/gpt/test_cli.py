@@ -153,3 +153,17 @@ def test_ctrl_c_stops_after_the_step_and_saves(corpus, tmp_path):
     from gpt.training.checkpoint import load_checkpoint
 
     assert load_checkpoint(run / "latest.safetensors").step == summary["steps"]
+
+
+def test_warnings_print_the_message_alone(tmp_path, capsys, monkeypatch):
+    import warnings
+
+    import gpt.commands.plot as plot
+
+    def warns(args):
+        warnings.warn("something to know")
+        return 0
+
+    monkeypatch.setattr(plot, "run", warns)
+    assert main(["plot", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == "gpt plot: warning: something to know\n"
