@@ -65,7 +65,6 @@ class PieceEncoder:
             self.clear()
             one, multi = self.one, self.multi
         ranks = self.ranks
-        n = len(ids)
         out = ids[:i]
         while True:
             piece = pieces[i]

@@ -6,7 +6,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from .corpus import default_corpus_files, expand_inputs
 from .count import count_files, count_texts
