@@ -16,7 +16,7 @@ def run(args, stdin="", monkeypatch=None, capsys=None):
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("cmd", [[], ["train"], ["encode"], ["decode"], ["show"]])
+@pytest.mark.parametrize("cmd", [[], ["train"], ["count"], ["encode"], ["decode"], ["show"]])
 def test_help(cmd, capsys):
     with pytest.raises(SystemExit) as e:
         main(cmd + ["--help"])
