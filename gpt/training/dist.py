@@ -29,8 +29,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-# Environment variables by which launchers announce the job size (MPICH/hydra, Open MPI, PMIx).
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+from bpe.dist import launched_world_size  # noqa: F401 (how launchers announce the job size)
+
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
@@ -49,15 +49,6 @@ def mark_every_rank(exc: BaseException) -> BaseException:
     """Flag `exc` as one that every rank raises alike (so no rank needs to abort the job)."""
     exc.every_rank = True
     return exc
-
-
-def launched_world_size(environ=os.environ) -> int:
-    """The number of ranks the launcher started (1 when not under MPI)."""
-    for var in _SIZE_VARS:
-        value = environ.get(var)
-        if value and value.isdigit():
-            return int(value)
-    return 1
 
 
 def _import_mpi():
