@@ -64,7 +64,10 @@ def _eot(tok):
     return eot_id(tok)
 
 
-def _check(args) -> None:
+def _check(args):
+    """The sampling options as one checked value; a clear error for any bad argument."""
+    from gpt.inference.sample import SamplingConfig
+
     if args.num_samples < 1:
         raise ValueError(f"-n/--num-samples must be >= 1, got {args.num_samples}")
     if args.max_new_tokens < 0:
@@ -73,13 +76,15 @@ def _check(args) -> None:
         raise ValueError(f"--beams must be >= 1, got {args.beams}")
     if args.beams > 1 and args.num_samples > args.beams:
         raise ValueError(f"-n {args.num_samples} exceeds --beams {args.beams} (beam search returns its best beams)")
+    return SamplingConfig(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
+                          repetition_penalty=args.repetition_penalty)
 
 
 def run(args: argparse.Namespace) -> int:
     from gpt.inference import sample as S
     from gpt.inference.generate import generate, kv_cache_numbers_per_token, stream_text
 
-    _check(args)
+    sampling = _check(args)
     model, tok, meta = load_run_model(args)
     if tok is None:
         raise ValueError(f"checkpoint {meta.get('path')!r} holds no tokenizer, so its ids cannot be shown as text")
@@ -91,21 +96,21 @@ def run(args: argparse.Namespace) -> int:
     eot = _eot(tok)
     if eot is not None and not args.no_eot_stop:
         stop.append(eot)
-    top_k = args.top_k or None
     out = sys.stdout
     shown_prompt = "" if text == "<|endoftext|>" else text
     t0, n_tokens, cache_nbytes = time.perf_counter(), 0, 0
     if args.beams > 1:
-        rows = generate(model, [ids], args.max_new_tokens, stop=stop, use_cache=not args.no_cache,
-                        num_samples=args.num_samples, num_beams=args.beams, tokenizer=tok,
-                        repetition_penalty=args.repetition_penalty)
+        rows = generate(model, [ids], args.max_new_tokens, sampling=sampling, stop=stop,
+                        use_cache=not args.no_cache, num_samples=args.num_samples, num_beams=args.beams,
+                        tokenizer=tok)
         for i, row in enumerate(rows):
             new = [t for t in row[len(ids):].tolist() if t >= 0]
             n_tokens += len(new)
             state = S.make_stop_state(stop, tok)
             for t in new:
-                state.push(t)
-            shown = state.text if state.text_end is not None else tok.decode([t for t in new if t != eot])
+                if state.push(t):
+                    break
+            shown = state.visible_text
             out.write(("" if i == 0 else "\n" + "-" * 40 + "\n") + shown_prompt + shown + "\n")
     else:
         gen = S.make_generator(args.seed)
@@ -116,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(shown_prompt)
             out.flush()
             for piece in stream_text(model, tok, ids, args.max_new_tokens, stop=stop, generator=gen,
-                                     temperature=args.temperature, top_k=top_k, top_p=args.top_p,
-                                     repetition_penalty=args.repetition_penalty,
-                                     use_cache=not args.no_cache, stats=stats):
+                                     sampling=sampling, use_cache=not args.no_cache, stats=stats):
                 out.write(piece)
                 out.flush()
             n_tokens += stats.pop("tokens", 0)

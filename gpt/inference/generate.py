@@ -200,17 +200,19 @@ def inference(model):
 
 
 # ---- sampling loop ---------------------------------------------------------------------------------
-def stream(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-           top_p: float | None = None, repetition_penalty: float = 1.0, stop=None,
-           use_cache: bool = True, seed: int | None = None, num_samples: int = 1,
-           tokenizer=None, window_keep: int | None = None, generator: np.random.Generator | None = None,
-           _state: dict | None = None) -> Iterator[np.ndarray]:
+def stream(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig | None = None, stop=None,
+           use_cache: bool = True, seed: int | None = None, num_samples: int = 1, tokenizer=None,
+           window_keep: int | None = None, generator: np.random.Generator | None = None,
+           _state: dict | None = None, **options) -> Iterator[np.ndarray]:
     """Yield, step by step, one new token per row: an int64 array (N,), N = prompts x num_samples
     (each prompt's samples consecutive), holding PAD (-1) for a row that produced nothing this step
     (still forcing its prompt, or already stopped). Stops after max_new_tokens per row or when
-    every row has met a stop id / stop string (stop strings need `tokenizer`)."""
+    every row has met a stop id / stop string (stop strings need `tokenizer`).
+
+    How tokens are picked: `sampling` (a SamplingConfig), or its fields as keywords
+    (temperature=, top_k=, top_p=, repetition_penalty=)."""
     cfg = model.config
-    S.check_sampling_args(temperature, top_k, top_p, repetition_penalty)
+    sampling = S.SamplingConfig.of(sampling, **options)
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
     if num_samples < 1:
@@ -234,8 +236,8 @@ def stream(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k
         dec.tokens[b, :len(p)] = p
     logits = dec.prefill(dec.tokens[:, :n0])
     for t in range(n0, total):
-        context = [dec.tokens[b, :t] for b in range(B)] if repetition_penalty != 1.0 else None
-        chosen = S.next_token(logits, gen, context, temperature, top_k, top_p, repetition_penalty)
+        context = [dec.tokens[b, :t] for b in range(B)] if sampling.needs_context else None
+        chosen = sampling.next_token(logits, gen, context)
         forced = t < lengths
         chosen = np.where(forced, dec.tokens[:, t], chosen)
         out = np.full(B, PAD, dtype=np.int64)
@@ -250,11 +252,10 @@ def stream(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k
         logits = dec.step(chosen)
 
 
-def generate(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             top_p: float | None = None, repetition_penalty: float = 1.0, stop=None,
+def generate(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig | None = None, stop=None,
              use_cache: bool = True, seed: int | None = None, num_samples: int = 1, num_beams: int = 1,
              tokenizer=None, length_penalty: float = 1.0, window_keep: int | None = None,
-             pad_id: int = PAD) -> np.ndarray | list[np.ndarray]:
+             pad_id: int = PAD, **options) -> np.ndarray | list[np.ndarray]:
     """Prompt plus generated tokens for every row.
 
     idx: (T,) or (B, T) ids (array or Tensor), or a list of id lists of different lengths.
@@ -262,21 +263,23 @@ def generate(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top
     generated; rows that stopped earlier are right-padded with pad_id), or, for prompts of
     different lengths, a list of N 1-D arrays. Generation that meets a stop id keeps it; a stop
     string keeps the token that completed it (decode and cut at the string, as `stream_text` does).
-    temperature=0 is greedy; num_beams > 1 runs beam search (deterministic; temperature, top-k
-    and top-p are not used) and returns the best num_samples beams of each prompt.
+    Sampling as in `stream` (a SamplingConfig, or its fields as keywords); temperature=0 is greedy.
+    num_beams > 1 runs beam search (deterministic; only the repetition penalty of the sampling
+    options is used) and returns the best num_samples beams of each prompt.
     """
     cfg = model.config
+    sampling = S.SamplingConfig.of(sampling, **options)
     prompts, ragged = as_prompts(idx, cfg.vocab_size)
     if num_beams > 1:
         rows = []
         for p in prompts:
             rows.extend(beam_generate(model, p, max_new_tokens, num_beams, stop=stop, tokenizer=tokenizer,
-                                      use_cache=use_cache, repetition_penalty=repetition_penalty,
+                                      use_cache=use_cache, repetition_penalty=sampling.repetition_penalty,
                                       length_penalty=length_penalty, num_return=num_samples,
                                       window_keep=window_keep))
     else:
-        steps = list(stream(model, prompts, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
-                            stop, use_cache, seed, num_samples, tokenizer, window_keep))
+        steps = list(stream(model, prompts, max_new_tokens, sampling=sampling, stop=stop, use_cache=use_cache,
+                            seed=seed, num_samples=num_samples, tokenizer=tokenizer, window_keep=window_keep))
         new = np.stack(steps, axis=1) if steps else np.zeros((len(prompts) * num_samples, 0), np.int64)
         rows = [np.concatenate([p, r[r != PAD]]) for p, r in
                 zip([p for p in prompts for _ in range(num_samples)], new)]
@@ -289,7 +292,7 @@ def generate(model, idx: Any, max_new_tokens: int, temperature: float = 1.0, top
     return out
 
 
-def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int, stop=None,
+def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int, *, stop=None,
                   tokenizer=None, use_cache: bool = True, repetition_penalty: float = 1.0,
                   length_penalty: float = 1.0, num_return: int = 1,
                   window_keep: int | None = None) -> list[np.ndarray]:
@@ -309,7 +312,7 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
 
     if max_new_tokens == 0:
         return [prompt.copy() for _ in range(num_return)]
-    dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache, window_keep)
+    dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache=use_cache, window_keep=window_keep)
     first = dec.prefill(np.tile(prompt, (num_beams, 1)))[:1]
 
     def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
@@ -332,13 +335,14 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
     return [np.concatenate([prompt, np.asarray(h.tokens, dtype=np.int64)]) for h in hyps]
 
 
-def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: int, stop=None,
+def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: int, *, stop=None,
                 stats: dict | None = None, **kwargs) -> Iterator[str]:
     """Yield the generated text of one prompt piece by piece as tokens arrive.
 
     Text that could still turn into a stop string, or that ends in an incomplete UTF-8
     character, is held back until the next token decides it; the text ends right before a
-    stop string. kwargs: the sampling arguments of `stream` (temperature, top_k, seed, ...).
+    stop string (a stop id is not shown). kwargs: those of `stream` (sampling or temperature=,
+    top_k=, ..., seed, generator, use_cache, ...).
     `stats`, when given, receives "tokens" (generated so far) and "cache_nbytes".
     """
     ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
@@ -364,9 +368,7 @@ def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: i
             yield text[shown:ready]
             shown = ready
     st = state["stops"][0] if state.get("stops") else None
-    text = st.text if st is not None and st.done and st.text_end is not None else tokenizer.decode(tokens)
-    if st is not None and st.done and st.text_end is None and tokens and tokens[-1] in st.ids:
-        text = tokenizer.decode(tokens[:-1])  # a stop id is not shown
+    text = st.visible_text if st is not None and st.done else tokenizer.decode(tokens)
     if len(text) > shown:
         yield text[shown:]
 

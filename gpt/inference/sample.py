@@ -10,10 +10,11 @@ Order of application (the same as Hugging Face's and llama.cpp's defaults):
     repetition penalty -> temperature -> top-k -> top-p -> sample
 Temperature 0 means greedy: the argmax of the penalised logits (top-k / top-p do not change it).
 Ties are broken towards the lowest token id everywhere (argmax, top-k), so top-k=1 is greedy.
+`SamplingConfig` holds these options as one value, checked once when it is made.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -120,27 +121,12 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def greedy(logits: np.ndarray) -> np.ndarray:
-    """argmax per row (first maximum on ties) -> (B,) int64."""
-    return np.argmax(_as_logits2d(logits), axis=1).astype(np.int64)
-
-
-def process_logits(logits: np.ndarray, context=None, temperature: float = 1.0,
-                   top_k: int | None = None, top_p: float | None = None,
-                   repetition_penalty: float = 1.0) -> np.ndarray:
-    """Apply repetition penalty, temperature, top-k and top-p in that order -> (B, V) float64.
-
-    With temperature 0 only the repetition penalty is applied (greedy decoding takes the argmax).
-    """
-    out = _as_logits2d(logits)
-    if repetition_penalty != 1.0:
-        if context is None:
-            raise ValueError("repetition_penalty needs the context token ids")
-        out = apply_repetition_penalty(out, context, repetition_penalty)
-    if temperature == 0:
-        return out
-    out = apply_temperature(out, temperature)
-    out = top_k_filter(out, top_k)
-    return top_p_filter(out, top_p)
+    """argmax per row (first maximum on ties) -> (B,) int64. Works on the logits' own dtype:
+    widening float32 to float64 is exact, so the argmax is the same without the copy."""
+    arr = np.asarray(logits)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"expected logits of shape (B, V) or (V,), got {arr.shape}")
+    return np.argmax(arr.reshape(-1, arr.shape[-1]), axis=1).astype(np.int64)
 
 
 def sample_from_logits(logits: np.ndarray, generator: np.random.Generator) -> np.ndarray:
@@ -157,35 +143,80 @@ def sample_from_logits(logits: np.ndarray, generator: np.random.Generator) -> np
     idx = (cdf <= u[:, None]).sum(axis=1)
     return np.minimum(idx, probs.shape[1] - 1).astype(np.int64)
 
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the next token is chosen from the logits; checked once, when it is made.
 
-def next_token(logits: np.ndarray, generator: np.random.Generator | None, context=None,
-               temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-               repetition_penalty: float = 1.0) -> np.ndarray:
-    """The next token of each row: greedy when temperature == 0, else a sample.
-
-    logits: (B, V) (any float dtype); context: B id sequences for the repetition penalty.
-    -> (B,) int64.
+    temperature: 0 = greedy (the argmax of the penalised logits; top-k / top-p do not change
+    it), else logits / temperature. top_k: None or an integer >= 1. top_p: None or in (0, 1].
+    repetition_penalty: > 0, 1.0 = off (CTRL's, applied to every token of the context).
     """
-    check_sampling_args(temperature, top_k, top_p, repetition_penalty)
-    out = process_logits(logits, context, temperature, top_k, top_p, repetition_penalty)
-    if temperature == 0:
-        return greedy(out)
-    if generator is None:
-        raise ValueError("sampling with temperature > 0 needs a numpy Generator")
-    return sample_from_logits(out, generator)
 
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float = 1.0
 
-def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None,
-                        repetition_penalty: float) -> None:
-    """Raise a clear ValueError naming the first bad sampling argument."""
-    if temperature is None or not np.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature}")
-    if top_k is not None and (int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k}")
-    if top_p is not None and not (0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or in (0, 1], got {top_p}")
-    if not (repetition_penalty > 0):
-        raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {repetition_penalty}")
+    def __post_init__(self) -> None:
+        t, k, p, r = self.temperature, self.top_k, self.top_p, self.repetition_penalty
+        if t is None or not np.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
+        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+            raise ValueError(f"top_k must be None or an integer >= 1, got {k}")
+        if p is not None and not (0 < p <= 1):
+            raise ValueError(f"top_p must be None or in (0, 1], got {p}")
+        if r is None or not (r > 0):
+            raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {r}")
+
+    @classmethod
+    def of(cls, sampling: "SamplingConfig | None" = None, **options: Any) -> "SamplingConfig":
+        """`sampling` itself, or a config from keyword options (temperature=..., top_k=...);
+        giving both, or an option that is not a field, is an error."""
+        if sampling is not None:
+            if options:
+                raise TypeError(f"give either sampling= or {', '.join(sorted(options))}, not both")
+            if not isinstance(sampling, cls):
+                raise TypeError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+            return sampling
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown sampling option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**options)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def needs_context(self) -> bool:
+        """Whether next_token needs the context ids (for the repetition penalty)."""
+        return self.repetition_penalty != 1.0
+
+    def process(self, logits: np.ndarray, context=None) -> np.ndarray:
+        """Repetition penalty, temperature, top-k and top-p in that order -> (B, V) float64.
+        With temperature 0 only the repetition penalty is applied."""
+        out = _as_logits2d(logits)
+        if self.needs_context:
+            if context is None:
+                raise ValueError("repetition_penalty needs the context token ids")
+            out = apply_repetition_penalty(out, context, self.repetition_penalty)
+        if self.greedy:
+            return out
+        out = apply_temperature(out, self.temperature)
+        out = top_k_filter(out, self.top_k)
+        return top_p_filter(out, self.top_p)
+
+    def next_token(self, logits: np.ndarray, generator: np.random.Generator | None,
+                   context=None) -> np.ndarray:
+        """The next token of each row: greedy when temperature == 0, else a sample.
+        logits: (B, V) (any float dtype); context: B id sequences for the repetition penalty.
+        -> (B,) int64."""
+        if self.greedy:
+            return greedy(self.process(logits, context) if self.needs_context else logits)
+        if generator is None:
+            raise ValueError("sampling with temperature > 0 needs a numpy Generator")
+        return sample_from_logits(self.process(logits, context), generator)
 
 
 def make_generator(seed: int | None) -> np.random.Generator:
@@ -260,6 +291,13 @@ class StopState:
             raise ValueError("text needs a tokenizer")
         text = self._text if self.strings else self.decode(self.tokens)
         return text if self.text_end is None else text[: self.text_end]
+
+    @property
+    def visible_text(self) -> str:
+        """What a user is shown: `text`, without the stop id that ended the row."""
+        if self.done and self.text_end is None and self.tokens and self.tokens[-1] in self.ids:
+            return self.decode(self.tokens[:-1])
+        return self.text
 
 
 def make_stop_state(stop, tokenizer=None) -> StopState:

@@ -59,36 +59,14 @@ def _consecutive_windows(tokens: np.ndarray, T: int, batch_size: int):
 
 def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
                top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
-    """`n` continuations of `prompt` (new ids only), through model.generate when the model has
-    it, else a plain loop over the uncached forward."""
-    block = model.config.block_size if hasattr(model, "config") else None
-    if hasattr(model, "generate"):
-        idx = np.asarray([prompt] * n, dtype=np.int64)
-        out = model.generate(idx, max_new_tokens=max_new_tokens, temperature=temperature,
-                             top_k=top_k, seed=seed)
-        out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
-        return [list(map(int, row[len(prompt):])) for row in out]
-    from autograd import no_grad
+    """`n` continuations of `prompt` (new ids only), through gpt.inference's sampler: with the
+    KV cache when the model has one (a GPT), else the uncached forward with nanoGPT's window
+    (the last block_size tokens at every step), for models that only have a forward."""
+    from gpt.inference.generate import generate
+    from gpt.inference.sample import SamplingConfig
 
-    rng = np.random.default_rng(seed)
-    idx = np.asarray([prompt] * n, dtype=np.int64)
-    was_training = model.training
-    model.eval()
-    with no_grad():
-        for _ in range(max_new_tokens):
-            ctx = idx if block is None else idx[:, -block:]
-            logits, _ = model(ctx)
-            logits = logits.numpy()[:, -1, :].astype(np.float64)
-            if temperature <= 0:
-                nxt = logits.argmax(axis=-1)
-            else:
-                logits = logits / temperature
-                if top_k is not None and top_k < logits.shape[-1]:
-                    kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
-                    logits = np.where(logits < kth, -np.inf, logits)
-                p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-                p /= p.sum(axis=-1, keepdims=True)
-                nxt = np.array([rng.choice(p.shape[-1], p=row) for row in p])
-            idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
-    model.train(was_training)
-    return [list(map(int, row[len(prompt):])) for row in idx]
+    cached = hasattr(model, "new_kv_caches")
+    out = generate(model, np.asarray([prompt] * n, dtype=np.int64), max_new_tokens,
+                   sampling=SamplingConfig(temperature=temperature, top_k=top_k), seed=seed,
+                   use_cache=cached, window_keep=None if cached else model.config.block_size)
+    return [list(map(int, row[len(prompt):])) for row in out]

@@ -8,6 +8,10 @@ from hypothesis import given, strategies as st
 from gpt.inference import sample as S
 
 
+def next_token(logits, generator, context=None, **options):
+    return S.SamplingConfig(**options).next_token(logits, generator, context)
+
+
 def logits_of(probs):
     return np.log(np.asarray(probs, dtype=np.float64))[None, :]
 
@@ -62,21 +66,21 @@ def test_top_k_one_equals_greedy_for_every_seed_and_temperature():
     logits[3, [7, 9]] = 10.0  # a tie: both greedy and top-1 take the lower id
     want = S.greedy(logits)
     for seed, temp in itertools.product(range(5), (0.5, 1.0, 3.0)):
-        got = S.next_token(logits, np.random.default_rng(seed), temperature=temp, top_k=1)
+        got = next_token(logits, np.random.default_rng(seed), temperature=temp, top_k=1)
         np.testing.assert_array_equal(got, want)
     assert want[3] == 7
 
 
 def test_temperature_zero_is_greedy_and_ignores_filters():
     logits = np.array([[0.1, 2.0, -1.0, 1.9]])
-    got = S.next_token(logits, None, temperature=0, top_k=3, top_p=0.1)
+    got = next_token(logits, None, temperature=0, top_k=3, top_p=0.1)
     assert got.tolist() == [1]
 
 
 def test_samples_follow_the_distribution():
     probs = np.array([0.5, 0.3, 0.15, 0.05])
     gen = np.random.default_rng(123)
-    draws = np.concatenate([S.next_token(np.tile(logits_of(probs), (1000, 1)), gen) for _ in range(20)])
+    draws = np.concatenate([next_token(np.tile(logits_of(probs), (1000, 1)), gen) for _ in range(20)])
     freq = np.bincount(draws, minlength=4) / draws.size
     np.testing.assert_allclose(freq, probs, atol=0.01)
 
@@ -84,9 +88,9 @@ def test_samples_follow_the_distribution():
 def test_filtered_tokens_are_never_sampled():
     probs = np.array([0.4, 0.3, 0.2, 0.1])
     gen = np.random.default_rng(1)
-    draws = S.next_token(np.tile(logits_of(probs), (5000, 1)), gen, top_k=2)
+    draws = next_token(np.tile(logits_of(probs), (5000, 1)), gen, top_k=2)
     assert set(np.unique(draws).tolist()) == {0, 1}
-    draws = S.next_token(np.tile(logits_of(probs), (5000, 1)), gen, top_p=0.65)
+    draws = next_token(np.tile(logits_of(probs), (5000, 1)), gen, top_p=0.65)
     assert set(np.unique(draws).tolist()) == {0, 1}
 
 
@@ -99,9 +103,9 @@ def test_low_temperature_sharpens_high_temperature_flattens():
 
 def test_same_seed_same_samples_different_seed_different_samples():
     logits = np.random.default_rng(0).normal(size=(4, 100))
-    a = [S.next_token(logits, g, temperature=1.0) for g in [S.make_generator(7)] * 10]
-    b = [S.next_token(logits, g, temperature=1.0) for g in [S.make_generator(7)] * 10]
-    c = [S.next_token(logits, g, temperature=1.0) for g in [S.make_generator(8)] * 10]
+    a = [next_token(logits, g, temperature=1.0) for g in [S.make_generator(7)] * 10]
+    b = [next_token(logits, g, temperature=1.0) for g in [S.make_generator(7)] * 10]
+    c = [next_token(logits, g, temperature=1.0) for g in [S.make_generator(8)] * 10]
     np.testing.assert_array_equal(np.stack(a), np.stack(b))
     assert not np.array_equal(np.stack(a), np.stack(c))
 
@@ -121,17 +125,37 @@ def test_repetition_penalty_is_per_row_and_ignores_padding():
 
 def test_repetition_penalty_changes_the_greedy_choice():
     logits = np.array([[3.0, 2.0, 0.5]])
-    assert S.next_token(logits, None, context=[[0]], temperature=0).tolist() == [0]
-    assert S.next_token(logits, None, context=[[0]], temperature=0, repetition_penalty=2.0).tolist() == [1]
+    assert next_token(logits, None, context=[[0]], temperature=0).tolist() == [0]
+    assert next_token(logits, None, context=[[0]], temperature=0, repetition_penalty=2.0).tolist() == [1]
 
 
 @pytest.mark.parametrize("kwargs, word", [
     ({"temperature": -1}, "temperature"), ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
     ({"top_p": 0.0}, "top_p"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
 ])
-def test_bad_sampling_arguments_name_themselves(kwargs, word):
+def test_bad_sampling_arguments_name_themselves_when_the_config_is_made(kwargs, word):
     with pytest.raises(ValueError, match=word):
-        S.next_token(np.zeros((1, 3)), np.random.default_rng(0), context=[[0]], **kwargs)
+        S.SamplingConfig(**kwargs)
+
+
+def test_sampling_config_is_one_frozen_value_and_takes_options_one_way():
+    cfg = S.SamplingConfig(temperature=0.7, top_k=5)
+    with pytest.raises(AttributeError):
+        cfg.temperature = 1.0  # frozen: checked once, never changed after
+    assert S.SamplingConfig.of(cfg) is cfg and S.SamplingConfig.of(top_p=0.9) == S.SamplingConfig(top_p=0.9)
+    with pytest.raises(TypeError, match="not both"):
+        S.SamplingConfig.of(cfg, temperature=0.5)
+    with pytest.raises(TypeError, match="unknown sampling option.*tempreature"):
+        S.SamplingConfig.of(tempreature=0.5)
+    with pytest.raises(ValueError, match="top_k"):
+        S.SamplingConfig(top_k=True)
+
+
+def test_greedy_on_float32_logits_equals_greedy_on_their_float64_copy():
+    logits = np.random.default_rng(4).standard_normal((6, 40)).astype(np.float32)
+    logits[2, [3, 8]] = 9.0  # a tie
+    np.testing.assert_array_equal(S.greedy(logits), np.argmax(logits.astype(np.float64), axis=1))
+    assert S.greedy(logits[0]).shape == (1,) and S.greedy(logits.T.copy().T)[2] == 3
 
 
 # ---- stopping -----------------------------------------------------------------------------
