@@ -15,4 +15,8 @@ from nn.mlp import MLP, SwiGLU, swiglu_hidden  # noqa: F401
 from nn.moe import MoE  # noqa: F401
 from nn.attention import MultiHeadAttention, KVCache  # noqa: F401
 from nn.positions import LearnedPositions, SinusoidalPositions, RotaryEmbedding, sinusoidal_table  # noqa: F401
+from nn.transformer import (  # noqa: F401
+    Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer, TransformerDecoderLayer,
+)
+from nn.cross_attention import CrossAttention  # noqa: F401
 from nn import init, optim, checkpoint  # noqa: F401
