@@ -31,7 +31,8 @@ import regex
 
 from .bytepair import repair_surrogates
 from .corpus import BLOCK_BYTES, read_blocks
-from .patterns import chunk_finder, segment_splitter
+from .patterns import segment_splitter
+from .split import chunk_finder
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
 MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts

@@ -93,29 +93,6 @@ _CUTS = {
 }
 
 
-# ASCII-only equivalents of the built-in patterns for the standard library's `re`, which
-# runs these about 3x faster than `regex` runs the Unicode ones. On text that is pure
-# ASCII they give exactly the same chunks (checked by tests with hypothesis): \p{L} is
-# [A-Za-z] there, \p{N} is [0-9], \s is the six characters below (not \x1c-\x1f, which
-# `re` would count), possessive quantifiers are dropped where nothing after them could
-# make the matcher backtrack, and \p{Lu}... are [A-Z] or [a-z].
-_W = r"\t\n\x0b\x0c\r "
-_ASCII = {
-    GPT2_PATTERN: (
-        rf"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^{_W}A-Za-z0-9]+|[{_W}]+(?![^{_W}])|[{_W}]+"""
-    ),
-    GPT4_PATTERN: (
-        rf"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?[A-Za-z]+|[0-9]{{1,3}}| ?[^{_W}A-Za-z0-9]+[\r\n]*"""
-        rf"""|[{_W}]+$|[{_W}]*[\r\n]|[{_W}]+(?![^{_W}])|[{_W}]"""
-    ),
-    O200K_PATTERN: (
-        r"""[^\r\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
-        r"""|[^\r\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
-        rf"""|[0-9]{{1,3}}| ?[^{_W}A-Za-z0-9]+[\r\n/]*|[{_W}]*[\r\n]+|[{_W}]+(?![^{_W}])|[{_W}]+"""
-    ),
-}
-
-
 # Text with a character of every kind a split pattern must handle: letters of several
 # scripts and cases, marks, digits, punctuation, symbols, every whitespace, controls.
 COVERAGE_PROBE = ("Hello, World 123! it's x=a/b; \"q\" \t\r\n\n  \x0b\x0c\x00\x1f\x7f\x85\xa0\u2028\u3000 "
@@ -147,36 +124,6 @@ def coverage_error(pattern: str, text: str) -> PatternCoverageError | None:
         f"split pattern {pattern[:60]!r} does not match every character: {gap[1]!r} at character "
         f"{gap[0]} would be dropped; a split pattern must cover the whole text (end it with an "
         r"alternative such as '|\s+|.' or '|[\s\S]')")
-
-
-def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
-    """``findall`` for the pattern: the `re` ASCII twin on ASCII text, `regex` otherwise.
-
-    The built-in patterns match every character. For any other pattern each call checks that
-    the chunks add up to the whole text and raises PatternCoverageError otherwise, since text
-    between two matches would be lost from training and from encoding alike.
-    """
-    import regex
-
-    slow = regex.compile(pattern).findall
-    twin = _ASCII.get(pattern)
-    if twin is None:
-        if pattern in _CUTS:
-            return slow
-
-        def checked(text: str) -> list[str]:
-            chunks = slow(text)
-            if sum(map(len, chunks)) != len(text):
-                raise coverage_error(pattern, text)
-            return chunks
-
-        return checked
-    fast = re.compile(twin, re.ASCII).findall
-
-    def findall(text: str) -> list[str]:
-        return fast(text) if text.isascii() else slow(text)
-
-    return findall
 
 
 def has_safe_cuts(pattern: str) -> bool:

@@ -7,7 +7,8 @@ code (``bytepair.byte_pair_encode``), and their ids are cached by piece.
 from __future__ import annotations
 
 from .bytepair import byte_pair_encode, utf8
-from .patterns import chunk_finder, segment_cut
+from .patterns import segment_cut
+from .split import chunk_finder
 
 CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is cleared when full
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts (more blocks are pure ASCII)

@@ -51,21 +51,6 @@ def test_unknown_pattern_has_no_cuts():
     assert segment_splitter(r"\w+|\W") is None
 
 
-ascii_text = st.text(alphabet=st.characters(max_codepoint=127), max_size=80) | st.text(
-    alphabet=st.sampled_from(list("aZ1 \n\r\t\x0b\x0c\x1c's:/.")), max_size=80)
-
-
-@pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
-@given(text=ascii_text)
-def test_ascii_twin_patterns_find_the_same_chunks(pattern, text):
-    from bpe.patterns import _ASCII, chunk_finder
-
-    import re
-
-    assert re.findall(_ASCII[pattern], text, flags=re.ASCII) == regex.findall(pattern, text)
-    assert chunk_finder(pattern)(text) == regex.findall(pattern, text)
-
-
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
 @given(texts=st.lists(tricky, max_size=8))
 def test_chunk_counter_equals_counting_findall(pattern, texts):

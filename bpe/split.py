@@ -1,0 +1,152 @@
+"""Finding the chunks of a text: standard-library `re` twins of the built-in split patterns.
+
+The built-in patterns (``patterns.py``) need the third-party `regex` module for ``\\p{L}``,
+``\\p{N}``, ``\\p{Lu}``... and possessive quantifiers, and `regex` is 2-3x slower than `re`.
+Each built-in pattern has a twin for `re` that finds exactly the same chunks on any text:
+
+- every Unicode class is written out as the explicit set of code points that `regex` itself
+  puts in it (probed once per process over the Basic Multilingual Plane, so the two engines
+  agree whatever Unicode version each was built with); ``\\s`` too, since `re` also counts
+  \\x1c-\\x1f as whitespace. `re` tests such a set in constant time for characters up to
+  U+FFFF only (above, it scans a list of ranges), so:
+- characters above U+FFFF (emoji, rare CJK, mathematical letters) are first replaced by a
+  character of the plane with the same class memberships, one for one, and the chunks are
+  then cut from the original text at the same offsets;
+- ``(?i:'s|...)`` becomes explicit case classes (``[sSſ]``: `regex` folds the long s);
+- possessive quantifiers are dropped where nothing after them can make the matcher
+  backtrack into them (the same chunks; `re` lacks them before Python 3.11).
+
+Equality with `regex` is checked by tests with hypothesis over Unicode text. Patterns that
+are not built in run under `regex`, with a check that their chunks cover the text.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from itertools import accumulate
+from typing import Callable
+
+from .patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, coverage_error
+
+# Placeholders: L letters, N numbers, S whitespace, U and W o200k's "upper" and "lower"
+# letter classes, and one case class per contraction letter.
+_CONTRACTION = r"'(?:[{s}]|[{t}]|[{r}][{e}]|[{v}][{e}]|[{m}]|[{l}][{l}]|[{d}])"
+_TEMPLATES = {
+    GPT2_PATTERN: r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+",
+    GPT4_PATTERN: (r"'(?:[{s}{d}{m}{t}]|[{l}][{l}]|[{v}][{e}]|[{r}][{e}])|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}"
+                   r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]+$|[{S}]*[\r\n]|[{S}]+(?![^{S}])|[{S}]"),
+    O200K_PATTERN: (r"[^\r\n{L}{N}]?[{U}]*[{W}]+(?:" + _CONTRACTION + r")?"
+                    r"|[^\r\n{L}{N}]?[{U}]+[{W}]*(?:" + _CONTRACTION + r")?"
+                    r"|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+"),
+}
+_CLASSES = {"L": r"\p{L}", "N": r"\p{N}", "S": r"\s", "U": r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
+            "W": r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", **{c: f"(?i:{c})" for c in "sdmtlvre"}}
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+@lru_cache(maxsize=None)
+def _members() -> dict[str, frozenset[str]]:
+    """Each class's characters up to U+FFFF, as `regex` sees them."""
+    import regex
+
+    bmp = "".join(map(chr, range(0x10000)))
+    return {k: frozenset(regex.findall(expr, bmp)) for k, expr in _CLASSES.items()}
+
+
+def _set_body(chars: frozenset[str]) -> str:
+    """The inside of a `re` character set holding exactly ``chars`` (as ranges)."""
+    cps = sorted(map(ord, chars))
+    out = []
+    i = 0
+    while i < len(cps):
+        j = i
+        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
+            j += 1
+        out.append(f"\\u{cps[i]:04x}" if i == j else f"\\u{cps[i]:04x}-\\u{cps[j]:04x}")
+        i = j + 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=None)
+def twin(pattern: str) -> re.Pattern | None:
+    """The compiled `re` twin of a built-in pattern (valid for text up to U+FFFF), else None."""
+    template = _TEMPLATES.get(pattern)
+    if template is None:
+        return None
+    return re.compile(template.format(**{k: _set_body(v) for k, v in _members().items()}))
+
+
+class _Astral:
+    """Replaces characters above U+FFFF by same-class characters of the plane (one for one)."""
+
+    def __init__(self):
+        import regex
+
+        self._regex = {k: regex.compile(expr).fullmatch for k, expr in _CLASSES.items()}
+        members = _members()
+        literals = set("'\r\n /") | {c for k in "sdmtlvre" for c in members[k]}
+        self._rep: dict[tuple, str] = {}
+        for cp in range(0xFFFF, 0x7F, -1):  # the lowest non-ASCII character of each signature
+            c = chr(cp)
+            if c not in literals and not 0xD800 <= cp < 0xE000:
+                self._rep[tuple(c in m for m in members.values())] = c
+        self._map: dict[str, str | None] = {}
+
+    def _of(self, c: str) -> str | None:
+        r = self._map.get(c)
+        if r is None and c not in self._map:
+            sig = tuple(bool(f(c)) for f in self._regex.values())
+            r = self._map[c] = None if any(sig[-8:]) else self._rep.get(sig)
+        return r
+
+    def replace(self, text: str) -> str | None:
+        """``text`` with its astral characters replaced, or None if one has no stand-in."""
+        fail = []
+
+        def sub(m):
+            r = self._of(m.group())
+            if r is None:
+                fail.append(m.group())
+                return m.group()
+            return r
+
+        out = _ASTRAL.sub(sub, text)
+        return None if fail else out
+
+
+@lru_cache(maxsize=None)
+def _astral() -> _Astral:
+    return _Astral()
+
+
+def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
+    """``findall`` for ``pattern``: the chunks of a text, in order.
+
+    Built-in patterns run as their `re` twin. Any other pattern runs under `regex`, and each
+    call checks that the chunks add up to the whole text, raising PatternCoverageError
+    otherwise, since text between two matches would be lost from training and encoding alike.
+    """
+    import regex
+
+    slow = regex.compile(pattern).findall
+    fast = twin(pattern)
+    if fast is None:
+        def checked(text: str) -> list[str]:
+            chunks = slow(text)
+            if sum(map(len, chunks)) != len(text):
+                raise coverage_error(pattern, text)
+            return chunks
+
+        return checked
+    fast_findall, astral_search = fast.findall, _ASTRAL.search
+
+    def findall(text: str) -> list[str]:
+        if text.isascii() or astral_search(text) is None:
+            return fast_findall(text)
+        stand_in = _astral().replace(text)
+        if stand_in is None:
+            return slow(text)
+        ends = list(accumulate(map(len, fast_findall(stand_in))))
+        return list(map(text.__getitem__, map(slice, [0] + ends[:-1], ends)))
+
+    return findall

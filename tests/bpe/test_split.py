@@ -1,0 +1,59 @@
+"""The `re` twins of the built-in patterns find exactly the chunks `regex` finds, on any text."""
+import pytest
+import regex
+from hypothesis import given, settings, strategies as st
+
+from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
+from bpe.bytepair import repair_surrogates
+from bpe.split import chunk_finder, twin
+
+BUILT_IN = [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN]
+
+# Every whitespace kind (\x1c-\x1f are whitespace to `re` and str.isspace, not to `regex`).
+SPACES = list("\t\n\x0b\x0c\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000"
+              "\u180e\u200b\ufeff")
+# Digits and numbers of other scripts, marks, letters of every case class, astral characters.
+OTHERS = (list("09٣५௫０²½Ⅻ〇") + ["\U0001d7ce", "\U00010107"]            # numbers
+          + list("\u0301\u0308\u093f\u0e31\u20dd\u302a")                    # combining marks
+          + list("aZéÉǅʰ字한ᄀあアßﬁ") + ["\U0001d400", "\U0001d41a", "\U00020000"]  # letters
+          + list("sStTdDmMlLvVrReEſKİı'’") + ["\U0001f389", "\U0001f3fb", "\u200d"]  # contractions, emoji
+          + list("!/.,:-_\\\"#") + ["\x00", "\x7f", "\ud800", "\udc80", "\udfff", "\ue000", "\U0010ffff"])
+mixed = st.text(alphabet=st.sampled_from(SPACES + OTHERS), max_size=60)
+anything = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=60)
+
+
+@pytest.mark.parametrize("pattern", BUILT_IN)
+@settings(max_examples=300, deadline=None)
+@given(text=mixed | anything)
+def test_twin_finds_the_chunks_regex_finds(pattern, text):
+    want = regex.findall(pattern, text)
+    assert chunk_finder(pattern)(text) == want
+    repaired = repair_surrogates(text)
+    assert chunk_finder(pattern)(repaired) == regex.findall(pattern, repaired)
+
+
+@pytest.mark.parametrize("pattern", BUILT_IN)
+def test_twin_agrees_on_every_plane_character(pattern):
+    """Each character below U+10000 alone and between letters, spaces and an apostrophe."""
+    find = chunk_finder(pattern)
+    chars = "".join(map(chr, range(0x10000)))
+    for wrap in ("{}", "a{}b", " {} ", "'{}", "1{}2", "\n{}\n"):
+        text = "".join(wrap.format(c) for c in chars)
+        assert find(text) == regex.findall(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", BUILT_IN)
+def test_astral_characters_keep_their_class(pattern):
+    text = " ".join(chr(cp) for cp in range(0x10000, 0x110000, 97)) + " x'S 𝐀𝐚's"
+    assert chunk_finder(pattern)(text) == regex.findall(pattern, text)
+
+
+def test_contractions_follow_regexs_case_folding():
+    text = "it'S it'ſ he'LL we'Ve they'rE I'M 'd 'D 'K'k"
+    for pattern in (GPT4_PATTERN, O200K_PATTERN):
+        assert chunk_finder(pattern)(text) == regex.findall(pattern, text)
+
+
+def test_custom_patterns_run_under_regex():
+    assert twin(r"\p{L}+|\s+|.") is None
+    assert chunk_finder(r"\p{L}+|\s+|.")("héllo 字!") == ["héllo", " ", "字", "!"]
