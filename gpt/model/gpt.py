@@ -129,7 +129,7 @@ class GPT(nn.Module):
         return stream(self, idx, max_new_tokens, **kwargs)
 
     # ---- input checks --------------------------------------------------------------------
-    def _as_ids(self, ids: Any, what: str):
+    def _as_ids(self, ids: Any, what: str, checked: bool = False):
         """An integer backend array on the model's device (no copy when already there), its ids
         checked against the vocabulary: here, once per forward, and before the move, so ids from
         the host (the usual case) cost no device sync; the ops below are told not to check again."""
@@ -139,7 +139,7 @@ class GPT(nn.Module):
             ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"expected {what} to hold integer token ids, got dtype {ids.dtype}")
-        if ids.size:
+        if ids.size and not checked:
             V, lo, hi = self.config.vocab_size, int(ids.min()), int(ids.max())
             # Negative targets are cross_entropy's ignore_index; negative inputs are errors.
             bad = hi if hi >= V else (lo if lo < 0 and what == "idx" else None)
@@ -148,8 +148,8 @@ class GPT(nn.Module):
                 raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")
         return backend.to_device(ids, self.device)
 
-    def _check_idx(self, idx: Any, pos_offset: int):
-        idx = self._as_ids(idx, "idx")
+    def _check_idx(self, idx: Any, pos_offset: int, ids_checked: bool = False):
+        idx = self._as_ids(idx, "idx", ids_checked)
         cfg = self.config
         if idx.ndim != 2 or idx.shape[1] > cfg.block_size or idx.shape[1] == 0:
             raise ValueError(
@@ -163,8 +163,8 @@ class GPT(nn.Module):
             )
         return idx
 
-    def _check_targets(self, targets: Any, shape: tuple):
-        targets = self._as_ids(targets, "targets")
+    def _check_targets(self, targets: Any, shape: tuple, ids_checked: bool = False):
+        targets = self._as_ids(targets, "targets", ids_checked)
         if tuple(targets.shape) != tuple(shape):
             raise ValueError(f"expected targets of shape {tuple(shape)} (like idx), got {tuple(targets.shape)}")
         return targets
@@ -190,7 +190,7 @@ class GPT(nn.Module):
 
     # ---- forward -------------------------------------------------------------------------
     def forward(self, idx: Any, targets: Any = None, kv_caches: list | None = None,
-                pos_offset: int = 0, last_only: bool = False):
+                pos_offset: int = 0, last_only: bool = False, ids_checked: bool = False):
         """idx (B, T) int -> (logits (B, T, V) Tensor, loss scalar Tensor or None).
 
         targets (B, T) int (ignore_index -100 skips a position): the mean cross-entropy over
@@ -198,9 +198,11 @@ class GPT(nn.Module):
         kv_caches: one nn.KVCache per layer (see `new_kv_caches`); idx then holds only the new
         tokens, whose positions start at `pos_offset` (the cache length).
         last_only (no targets): logits for the last position only, (B, 1, V), as a sampler needs.
+        ids_checked: every id of idx and targets is known to be in the vocabulary (batches of a
+        data folder that gpt.data.read_meta checked): skip the check, a device sync on the GPU.
         """
         cfg = self.config
-        idx = self._check_idx(idx, pos_offset)
+        idx = self._check_idx(idx, pos_offset, ids_checked)
         B, T = idx.shape
         if kv_caches is not None and len(kv_caches) != cfg.n_layer:
             raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
@@ -222,7 +224,7 @@ class GPT(nn.Module):
         logits = (x.reshape(Bx * Tx, C) @ self.output_weight()).reshape(Bx, Tx, cfg.vocab_size)
         if targets is None:
             return logits, None
-        targets = self._check_targets(targets, (B, T))
+        targets = self._check_targets(targets, (B, T), ids_checked)
         loss = autograd.cross_entropy(logits, targets, check_range=False)
         self.ce_loss = loss.detach()
         if cfg.mlp == "moe":

@@ -115,7 +115,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> Checkpoint:
 _ENTRY_TYPES: dict[str, tuple] = {
     "step": (int,), "config": (dict,), "train_args": (dict,), "loader": (dict,), "rng": (dict, type(None)),
     "data_dir": (str, type(None)), "best_val_loss": (int, float, type(None)), "tokenizer": (str, type(None)),
-    "vocab_size": (int,), "world_size": (int,),
+    "vocab_size": (int,), "world_size": (int,), "loss_scale": (dict, type(None)),
 }
 
 

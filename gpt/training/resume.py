@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpt.training.checkpoint import BEST, LATEST, CheckpointError, load_checkpoint
 from gpt.training.config import FROZEN_ON_RESUME, TrainConfig
+from gpt.training.rng import set_rng_state
 
 
 def _flag(name: str) -> str:
@@ -59,3 +60,25 @@ def load_for_resume(path: Path):
             raise CheckpointError(f"{exc}; {other} (step {step}) is intact: resume from it with "
                                   f"--resume {other}") from None
         raise
+
+
+def restore(ckpt, model, amp, optimizer, loader) -> None:
+    """Put a run's state back from its checkpoint: weights (and fp16 masters with their loss
+    scale), optimizer moments, the data generator and the dropout generator."""
+    where = f"checkpoint {ckpt.meta['path']!r}"
+    try:
+        model.load_state_dict(ckpt.model_state)
+        if amp is not None:
+            amp.load_state_dict(ckpt.model_state)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"{where} does not fit the model: {exc}") from None
+    if ckpt.optimizer_state is None:
+        raise CheckpointError(f"{where} holds no optimizer state to resume from")
+    try:  # arrays go onto each parameter's device
+        optimizer.load_state_dict(ckpt.optimizer_state)
+        loader.load_state_dict(ckpt.meta["loader"])
+        set_rng_state(ckpt.meta.get("rng"))
+        if amp is not None and ckpt.meta.get("loss_scale") is not None:
+            amp.scaler.load_state_dict(ckpt.meta["loss_scale"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{where}: cannot resume from it: {exc}") from None

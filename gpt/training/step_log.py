@@ -17,9 +17,12 @@ class StepLog:
         self.ranks = ranks
         self._since = (time.perf_counter(), 0, 0.0)  # (start, steps, all-reduce seconds) of the window
 
-    def step(self, step: int, loss: float, norm: float, lr: float, dt: float, allreduce_s: float = 0.0) -> None:
-        """Log optimizer step `step` that took `dt` seconds (`allreduce_s` of them in all-reduces)."""
-        if self.out.tty or step % self.log_interval == 0:
+    def step(self, step: int, loss, norm, lr: float, dt: float, allreduce_s: float = 0.0) -> None:
+        """Log optimizer step `step` that took `dt` seconds (`allreduce_s` of them in all-reduces).
+        loss and norm are floats, or device arrays on the steps a GPU run does not read (those
+        are counted in the averages but neither printed nor written)."""
+        read = isinstance(loss, float)
+        if read and (self.out.tty or step % self.log_interval == 0):
             self.out.update(
                 f"step {step:>6}/{self.max_steps}  loss {loss:.4f}  lr {lr:.2e}  "
                 f"{format_count(self.tokens_per_step / dt)} tok/s  {dt * 1e3:.0f} ms/step  "
@@ -28,7 +31,7 @@ class StepLog:
         start, steps, ar = self._since
         steps, ar = steps + 1, ar + allreduce_s
         self._since = (start, steps, ar)
-        if self.metrics and (step % self.log_interval == 0 or step == self.max_steps):
+        if read and self.metrics and (step % self.log_interval == 0 or step == self.max_steps):
             now = time.perf_counter()
             avg = (now - start) / steps
             record = {"kind": "train", "step": step, "loss": loss, "lr": lr, "grad_norm": norm,

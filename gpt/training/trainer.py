@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.data import load_tokenizer, open_tokens, read_meta
-from gpt.training.checkpoint import CheckpointError, find_checkpoint
+from gpt.training.checkpoint import find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
 from gpt.training.evaluate import evaluate, loss_value
@@ -30,8 +30,8 @@ from gpt.training.progress import ProgressLine, StopFlag, deferred_interrupts
 from gpt.training.step_log import StepLog
 from gpt.training.build import build_batches, build_model, data_folder
 from gpt.training.end_of_run import RunResult, print_samples, say_summary
-from gpt.training.resume import load_for_resume, resumed_settings
-from gpt.training.rng import get_rng_state, set_rng_state
+from gpt.training.resume import load_for_resume, restore, resumed_settings
+from gpt.training.rng import get_rng_state
 from gpt.training.checkpoint import BEST, LATEST
 from gpt.training.run_folder import RunFolder, new_run_path
 
@@ -114,7 +114,9 @@ class Trainer:
         self.step, self.best_val, self.last_good_step = 0, math.inf, None
         self.best_step: int | None = None
         if self.resume_ckpt is not None:
-            self._restore(self.resume_ckpt)
+            restore(self.resume_ckpt, self.model, self.amp, self.optimizer, self.loader)
+            self.step = self.last_good_step = self.resume_ckpt.step
+            self.best_val = float(self.resume_ckpt.meta.get("best_val_loss") or math.inf)
         self._boundary = (self.loader.state_dict(), get_rng_state(self.cfg.device))
         self.flops_per_step = flops_per_token(self.model_cfg, self.cfg.block_size) * \
             self.cfg.block_size * self.cfg.batch_size * self.cfg.grad_accum
@@ -150,26 +152,6 @@ class Trainer:
         self.train_tokens = open_tokens(self.data_dir, "train", self.meta)
         self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
 
-    def _restore(self, ckpt) -> None:
-        where = f"checkpoint {ckpt.meta['path']!r}"
-        try:
-            self.model.load_state_dict(ckpt.model_state)
-            if self.amp is not None:
-                self.amp.load_state_dict(ckpt.model_state)
-        except (KeyError, ValueError) as exc:
-            raise CheckpointError(f"{where} does not fit the model: {exc}") from None
-        if ckpt.optimizer_state is None:
-            raise CheckpointError(f"{where} holds no optimizer state to resume from")
-        try:  # arrays go onto each parameter's device
-            self.optimizer.load_state_dict(ckpt.optimizer_state)
-            self.loader.load_state_dict(ckpt.meta["loader"])
-            set_rng_state(ckpt.meta.get("rng"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"{where}: cannot resume from it: {exc}") from None
-        self.step = int(ckpt.meta["step"])
-        self.best_val = float(ckpt.meta.get("best_val_loss") or math.inf)
-        self.last_good_step = self.step
-
     # -- checkpoints and run files -------------------------------------------------------------
     def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:
         return {
@@ -178,6 +160,7 @@ class Trainer:
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
             "world_size": self.world_size,
+            "loss_scale": self.amp.scaler.state_dict() if self.amp is not None else None,  # fp16 resumes exactly
         }
 
     def save(self, name: str = LATEST) -> Path:
@@ -223,19 +206,35 @@ class Trainer:
             self._boundary = (self.loader.state_dict(), get_rng_state(self.cfg.device))
         return loss, norm
 
-    def _accumulate_gradients(self) -> float:
-        """Forward and backward over grad_accum micro-batches; the mean loss (over ranks too)."""
+    @property
+    def _host_reads(self) -> bool:
+        """Whether each step reads its loss and gradient norm: on the CPU (where it is free) and
+        under MPI (whose ranks must agree on them); on one GPU only the steps that are logged or
+        saved do, so the step never waits for the host (see _read)."""
+        return self.cfg.device == "cpu" or self.dist is not None
+
+    def _read(self, loss, norm) -> tuple[float, float]:
+        """The loss and norm of a step as floats, stopping the run when either is not finite."""
+        loss, norm = float(loss), float(norm)
+        for what, value in (("loss", loss), ("gradient norm", norm)):
+            if not math.isfinite(value):
+                raise TrainingDiverged(f"{what} is {value} at step {self.step}")
+        return loss, norm
+
+    def _accumulate_gradients(self):
+        """Forward and backward over grad_accum micro-batches; the mean loss (over ranks too),
+        a float, or a 0-d device array when the step does not read it (_host_reads)."""
         n, total = self.cfg.grad_accum, 0.0
         for micro in range(n):
             x, y = self.loader.next_batch()
-            _, loss = self.model(x, y)
-            value = loss_value(loss)
-            if not math.isfinite(value) and self.dist is None:  # ranks decide together, below
+            _, loss = self.model(x, y, ids_checked=True)  # read_meta checked every id of the data
+            value = loss_value(loss) if self._host_reads else loss.data
+            if self._host_reads and not math.isfinite(value) and self.dist is None:  # ranks: below
                 raise TrainingDiverged(f"loss is {value} at step {self.step} (micro-batch {micro})")
             if n > 1:
                 loss = loss * (1.0 / n)
             self.amp.backward(loss) if self.amp is not None else loss.backward()
-            total += value
+            total = total + value
         self.reduce_gradients()
         if self.dist is not None:  # the loss of the global batch; NaN on one rank stops all
             total = self.dist.allreduce_mean_scalar(total)
@@ -250,9 +249,9 @@ class Trainer:
         clip = self.cfg.grad_clip
         if self.amp is not None:  # unscale into the masters; an overflow skips the step (norm inf)
             return self.amp.step(self.optimizer, clip)[1]
-        params = list(self.model.parameters())
-        norm = clip_grad_norm(params, clip) if clip > 0 else grad_norm(params)
-        if not math.isfinite(norm):
+        params, host = list(self.model.parameters()), self._host_reads
+        norm = clip_grad_norm(params, clip, to_host=host) if clip > 0 else grad_norm(params, to_host=host)
+        if host and not math.isfinite(norm):
             raise TrainingDiverged(f"gradient norm is {norm} at step {self.step}")
         self.optimizer.step()
         self.optimizer.zero_grad()
@@ -354,6 +353,9 @@ class Trainer:
             lr = lr_at(self.step, cfg)
             t0, ar0 = time.perf_counter(), self.allreduce_s
             loss, norm = self._train_step(lr)
+            if not self._host_reads and (self.step % cfg.log_interval == 0 or self.step % ckpt_every == 0
+                                         or self.step == cfg.max_steps):
+                loss, norm = self._read(loss, norm)  # before anything is logged or saved
             log.step(self.step, loss, norm, lr, time.perf_counter() - t0, self.allreduce_s - ar0)
             if self.step % ckpt_every == 0:
                 self.save()

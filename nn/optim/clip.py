@@ -1,4 +1,11 @@
-"""Gradient clipping by global norm."""
+"""Gradient clipping by global norm.
+
+Both functions sum the squares on each gradient's own device (float16 in float32, the total in
+float64). With `to_host=True` (the default) the norm comes back as a Python float: one transfer
+per device. With `to_host=False` and every gradient on one device, it stays there as a 0-d
+array and the clipping factor is computed there too, so a training step on a GPU never waits
+for the host; the caller reads the norm when it logs.
+"""
 from __future__ import annotations
 
 import math
@@ -13,15 +20,8 @@ def _grads(params: Iterable[Any]) -> list:
     return [p.grad for p in params if p.grad is not None]
 
 
-def grad_norm(params: Iterable[Any]) -> float:
-    """The global L2 norm of the gradients of `params` (Parameters or a Module), as a float.
-
-    Squares are summed on each gradient's own device (float16 in float32, the total in float64),
-    with one host transfer per device, not per tensor."""
-    return _norm(_grads(params))
-
-
-def _norm(grads: list) -> float:
+def _squares(grads: list) -> dict:
+    """device -> sum of squares (float64, on that device)."""
     per_device: dict = {}
     for g in grads:
         flat = g.reshape(-1)
@@ -29,24 +29,48 @@ def _norm(grads: list) -> float:
             flat = flat.astype("float32")
         key = device_of(g)
         per_device[key] = xp_of(g).dot(flat, flat).astype("float64") + per_device.get(key, 0.0)
-    return math.sqrt(sum(float(v) for v in per_device.values()))
+    return per_device
 
 
-def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6) -> float:
+def grad_norm(params: Iterable[Any], to_host: bool = True) -> Any:
+    """The global L2 norm of the gradients of `params` (Parameters or a Module): a float, or
+    with to_host=False a 0-d array on the gradients' device (a float when they span devices)."""
+    return grad_norm_of(_grads(params), to_host)
+
+
+def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6, to_host: bool = True) -> Any:
     """Scale all gradients by max_norm / (total + eps) when the total L2 norm exceeds max_norm.
 
-    params: Parameters (or a Module). Returns the total norm before clipping, as a float. A
-    non-finite norm (inf or nan gradients) leaves the gradients untouched and is returned, so
-    the caller can skip the step.
+    params: Parameters (or a Module). Returns the total norm before clipping (a float, or a 0-d
+    device array with to_host=False). On the host path a non-finite norm (inf or nan gradients)
+    leaves the gradients untouched, so the caller can skip the step; on the device path the
+    caller finds it when it reads the norm.
     """
     if max_norm <= 0:
         raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm}")
     grads = _grads(params)
-    total = _norm(grads)
-    if not math.isfinite(total):
+    if not grads:
+        return 0.0
+    total = grad_norm_of(grads, to_host)
+    if isinstance(total, float):
+        if not math.isfinite(total):
+            return total
+        coef = max_norm / (total + eps)
+        if coef < 1.0:
+            for g in grads:
+                g *= coef
         return total
-    coef = max_norm / (total + eps)
-    if coef < 1.0:
-        for g in grads:
-            g *= coef
+    coef = xp_of(total).minimum(max_norm / (total + eps), 1.0)
+    for g in grads:
+        g *= coef.astype(g.dtype)
     return total
+
+
+def grad_norm_of(grads: list, to_host: bool = True) -> Any:
+    """grad_norm of a list of gradient arrays."""
+    per_device = _squares(grads)
+    if not to_host and len(per_device) == 1:
+        (sq,) = per_device.values()
+        xp = xp_of(sq)
+        return xp.asarray(xp.sqrt(sq))  # 0-d array, never a host scalar
+    return math.sqrt(sum(float(v) for v in per_device.values()))

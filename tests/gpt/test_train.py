@@ -256,3 +256,50 @@ def test_time_budget_stops_and_saves(data_dir, tmp_path):
     res = train(small(data_dir, tmp_path / "r", time_budget=0.0), out=quiet())
     assert res.stop_reason == "time_budget" and res.step == 0
     assert load_checkpoint(tmp_path / "r").step == 0
+
+
+def test_a_step_that_does_not_read_its_loss_trains_the_same_and_still_catches_nan(data_dir, tmp_path, straight,
+                                                                                   monkeypatch):
+    """On a GPU the loss and norm stay on the device except on logged or saved steps; the
+    same path on the CPU gives the same weights, and a NaN is caught at the next read."""
+    monkeypatch.setattr(Trainer, "_host_reads", property(lambda self: False))
+    assert_bitwise_equal(straight, train(small(data_dir, tmp_path / "r"), out=quiet()))
+    trainer = Trainer(small(data_dir, tmp_path / "n", log_interval=4, max_steps=8), out=quiet())
+    draw, calls = trainer.loader.next_batch, [0]
+
+    def poisoned():
+        calls[0] += 1
+        if calls[0] == 11:  # step 6 (2 micro-batches a step), not a logged one
+            trainer.model.transformer.wte.weight.data[:] = np.nan
+        return draw()
+
+    trainer.loader.next_batch = poisoned
+    with pytest.raises(TrainingDiverged, match="loss is nan at step 8"):
+        trainer.run()
+    assert load_checkpoint(tmp_path / "n" / "latest.safetensors").step == 4
+
+
+def test_the_loss_scale_of_an_fp16_run_is_in_its_checkpoint(data_dir, tmp_path):
+    from gpt.training.resume import restore
+    from nn.amp import DynamicLossScaler
+
+    class Float32Amp:  # the fp16 wrapper's checkpoint interface, without float16 compute
+        def __init__(self, model):
+            self.model, self.scaler = model, DynamicLossScaler(init_scale=1024.0)
+
+        def state_dict(self):
+            return self.model.state_dict()
+
+        def load_state_dict(self, sd):
+            self.model.load_state_dict(sd)
+
+    trainer = Trainer(small(data_dir, tmp_path / "r"), out=quiet())
+    trainer.amp = Float32Amp(trainer.model)
+    trainer.amp.scaler.load_state_dict({"scale": 512.0, "good_steps": 7, "skipped": 2})
+    trainer.save()
+    trainer.folder.close()
+    ckpt = load_checkpoint(tmp_path / "r" / "latest.safetensors")
+    assert ckpt.meta["loss_scale"] == {"scale": 512.0, "good_steps": 7, "skipped": 2}
+    fresh = Float32Amp(trainer.model)
+    restore(ckpt, trainer.model, fresh, trainer.optimizer, trainer.loader)
+    assert fresh.scaler.state_dict() == ckpt.meta["loss_scale"]

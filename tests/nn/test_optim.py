@@ -254,3 +254,21 @@ def test_adamw_matches_the_reference_for_any_hyperparameters(lr, b1, b2, eps, wd
         v = b2 * v + (1 - b2) * g * g
         w = w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
     np.testing.assert_allclose(p.data, w, rtol=1e-10, atol=1e-12)
+
+
+def test_clipping_without_a_host_read_gives_the_same_gradients():
+    """to_host=False keeps the norm and the factor on the gradients' device (no GPU sync)."""
+    from nn.optim import clip_grad_norm
+
+    rng = np.random.default_rng(0)
+    a = [Parameter(rng.standard_normal((3, 4)).astype(np.float32)) for _ in range(2)]
+    b = [Parameter(p.data.copy()) for p in a]
+    for p, q in zip(a, b):
+        p.grad = rng.standard_normal(p.shape).astype(np.float32) * 5
+        q.grad = p.grad.copy()
+    host = clip_grad_norm(a, 1.0)
+    device = clip_grad_norm(b, 1.0, to_host=False)
+    assert isinstance(host, float) and isinstance(device, np.ndarray) and device.ndim == 0
+    assert float(device) == pytest.approx(host, rel=1e-12)
+    for p, q in zip(a, b):
+        np.testing.assert_allclose(p.grad, q.grad, rtol=1e-6)
