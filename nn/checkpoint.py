@@ -22,10 +22,12 @@ import numpy as np
 
 from autograd import backend
 from autograd.tensor import Tensor
+from nn import bfloat16
 from nn.atomic import atomic_write
 
-# safetensors dtype code <-> numpy dtype (little-endian). BF16 and the F8 formats have no numpy
-# dtype, so they are reported as unsupported rather than misread.
+# safetensors dtype code <-> numpy dtype (little-endian). BF16 has no numpy dtype: it is stored as
+# its uint16 bit patterns and read as float32 (exactly, nn.bfloat16); the F8 formats are
+# reported as unsupported rather than misread.
 _DTYPES = {
     "F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8"),
     "I8": np.dtype("i1"), "I16": np.dtype("<i2"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
@@ -33,7 +35,8 @@ _DTYPES = {
     "BOOL": np.dtype("?"),
 }
 _CODES = {(dt.kind, dt.itemsize): code for code, dt in _DTYPES.items()}
-_KNOWN_UNSUPPORTED = {"BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"}
+_STORED = {**_DTYPES, "BF16": np.dtype("<u2")}  # how each code's bytes lie in the file
+_KNOWN_UNSUPPORTED = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"}
 _MAX_HEADER = 100 * 1024 * 1024  # the safetensors library's own limit
 
 
@@ -57,8 +60,12 @@ def _host_array(name: str, value: Any) -> np.ndarray:
     return np.ascontiguousarray(value, dtype=_DTYPES[code])
 
 
-def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write `tensors` (name -> numpy/cupy array or Tensor) and string `metadata` to `path`, atomically."""
+def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata: dict[str, str] | None = None,
+                     bf16: bool = False) -> None:
+    """Write `tensors` (name -> numpy/cupy array or Tensor) and string `metadata` to `path`, atomically.
+
+    bf16=True stores every floating tensor as BF16 (rounded to nearest even): half the bytes of
+    float32, the dtype most published checkpoints use."""
     path = Path(path)
     if not isinstance(tensors, dict):
         raise TypeError(f"save_safetensors: tensors must be a dict name -> array, got {type(tensors).__name__}")
@@ -84,8 +91,10 @@ def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata:
         if code is None:
             raise TypeError(f"save_safetensors: tensor {name!r} has dtype {dt}, which has no safetensors code here; "
                             f"supported: {', '.join(_DTYPES)}")
+        if bf16 and dt.kind == "f":
+            code = "BF16"
         shape = tuple(int(s) for s in np.shape(arr))
-        entries.append((-dt.itemsize, name, code, shape, value))
+        entries.append((-_STORED[code].itemsize, name, code, shape, value))
     entries.sort(key=lambda e: (e[0], e[1]))
 
     # The header lists tensors in the caller's order (so a load returns that order); the data
@@ -104,8 +113,10 @@ def save_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata:
         with open(tmp, "wb") as f:
             f.write(len(raw).to_bytes(8, "little"))
             f.write(raw)
-            for _, name, _, _, value in entries:
+            for _, name, code, _, value in entries:
                 arr = _host_array(name, value)
+                if code == "BF16":
+                    arr = bfloat16.from_float(arr)
                 f.write(memoryview(arr.reshape(-1)).cast("B"))
 
     atomic_write(path, write)
@@ -168,7 +179,7 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
         if not isinstance(info, dict):
             raise _fail(path, f"{where}: entry is a JSON {type(info).__name__}, expected an object")
         code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if code not in _DTYPES:
+        if code not in _STORED:
             if code in _KNOWN_UNSUPPORTED:
                 raise ValueError(f"{path}: {where}: field 'dtype' is {code}, which numpy cannot represent; "
                                  f"supported here: {', '.join(_DTYPES)}")
@@ -184,7 +195,7 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
         if end > data_size:
             raise _fail(path, f"{where}: field 'data_offsets' {offsets} points past the end of the data "
                               f"({data_size:,} bytes; truncated?)")
-        expected = math.prod(shape) * _DTYPES[code].itemsize
+        expected = math.prod(shape) * _STORED[code].itemsize
         if end - begin != expected:
             raise _fail(path, f"{where}: field 'data_offsets' spans {end - begin:,} bytes but dtype {code} and "
                               f"shape {shape} need {expected:,}")
@@ -210,12 +221,14 @@ def load_safetensors(path: str | os.PathLike, device: str = "cpu") -> tuple[dict
     out: dict[str, Any] = {}
     with open(path, "rb") as f:
         for name, (code, shape, begin, end) in sorted(entries.items(), key=lambda kv: kv[1][2]):
-            arr = np.empty(shape, _DTYPES[code])
+            arr = np.empty(shape, _STORED[code])
             f.seek(data_start + begin)
             got = f.readinto(memoryview(arr.reshape(-1)).cast("B")) if arr.size else 0
             if got != end - begin:
                 raise _fail(path, f"tensor {name!r}: file ended after {got} of {end - begin} bytes (truncated?)")
             arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)  # native order for compute
+            if code == "BF16":
+                arr = bfloat16.to_float32(arr)
             out[name] = arr if device == "cpu" else backend.to_device(arr, device)
     ordered = {name: out[name] for name in entries}
     return ordered, metadata

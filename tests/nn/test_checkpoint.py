@@ -111,7 +111,7 @@ GOOD = {"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
     ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
       "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, b"\0" * 12, None, "overlap"),
     ({"w": {"dtype": "Q9", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None, "unknown value 'Q9'"),
-    ({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4, None, "BF16, which numpy cannot"),
+    ({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"\0" * 2, None, "F8_E4M3, which numpy cannot"),
     ({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, b"\0" * 8, None, "field 'shape'"),
     ({"w": {"dtype": "F32", "shape": [2], "data_offsets": "0-8"}}, b"\0" * 8, None, "field 'data_offsets'"),
     ({"w": [1, 2]}, b"", None, "entry is a JSON list"),
