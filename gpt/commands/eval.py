@@ -13,9 +13,9 @@ import argparse
 import json
 import math
 import time
-from pathlib import Path
 
 from gpt.commands.common import add_model_source, load_run_model
+from gpt.data.folder import tokenizer_text
 
 
 def register(subparsers) -> None:
@@ -41,7 +41,7 @@ def _same_tokenizer(run_tokenizer: str | None, data_meta: dict) -> bool:
     if not run_tokenizer or not path:
         return True
     try:
-        return json.loads(run_tokenizer) == json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(run_tokenizer) == json.loads(tokenizer_text(path))
     except ValueError:
         return True  # not JSON on one side: nothing to compare
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ META_FILE = "meta.json"
 TOKENIZER_FILE = "tokenizer.json"
 # Present while `gpt prepare` rewrites a folder; a folder holding it is incomplete and refused.
 INCOMPLETE_FILE = ".incomplete"
+NANOGPT_META = "meta.pkl"  # nanoGPT's own scripts write it for character datasets
 SPLITS = ("train", "val")
 
 
@@ -29,10 +31,12 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 # ---- tokenizers -----------------------------------------------------------------------------
 def load_tokenizer(path: str | os.PathLike):
-    """Our bpe JSON tokenizer or a character-level table, whichever the file holds."""
+    """Our bpe JSON tokenizer, a character-level table, or nanoGPT's meta.pkl, whichever the file holds."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file {str(path)!r} does not exist")
+    if path.name == NANOGPT_META:
+        return _nanogpt_tokenizer(path)
     try:
         head = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -44,6 +48,47 @@ def load_tokenizer(path: str | os.PathLike):
     from bpe import Tokenizer
 
     return Tokenizer.load(path)
+
+
+def tokenizer_text(path: str | os.PathLike) -> str:
+    """The tokenizer file's text as a checkpoint embeds it (JSON; meta.pkl as our character table)."""
+    path = Path(path)
+    if path.name == NANOGPT_META:
+        return json.dumps(_nanogpt_tokenizer(path).to_dict(), ensure_ascii=False)
+    return path.read_text(encoding="utf-8")
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Unpickles dicts, lists, strings and numbers only: every global (a class, a function) is
+    refused, so a pickle can build no object and run no code (the restriction Python's pickle
+    documentation describes)."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"it refers to {module}.{name}; only plain data is accepted")
+
+
+def read_nanogpt_meta(path: str | os.PathLike) -> dict:
+    """nanoGPT's meta.pkl of a character dataset: {"vocab_size": V, "itos": {id: char}, "stoi": ...}."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            meta = _PlainUnpickler(f).load()
+    except Exception as exc:  # noqa: BLE001 - any failure of a hostile file is the same refusal
+        raise ValueError(f"{path} is not a plain nanoGPT meta.pkl: {exc}") from None
+    itos = meta.get("itos") if isinstance(meta, dict) else None
+    V = meta.get("vocab_size") if isinstance(meta, dict) else None
+    if (isinstance(V, bool) or not isinstance(V, int) or not isinstance(itos, dict) or sorted(itos) != list(range(V))
+            or not all(isinstance(c, str) and len(c) == 1 for c in itos.values())):
+        raise ValueError(f"{path} is not the meta.pkl of a nanoGPT character dataset (vocab_size and "
+                         "itos mapping 0..V-1 to single characters)")
+    return meta
+
+
+def _nanogpt_tokenizer(path: Path):
+    from gpt.data.char_tokenizer import CharTokenizer
+
+    itos = read_nanogpt_meta(path)["itos"]
+    return CharTokenizer([itos[i] for i in range(len(itos))])
 
 
 def eot_id(tok) -> int | None:
@@ -76,6 +121,9 @@ def read_meta(data_dir: str | os.PathLike, vocab_size: int | None = None) -> dic
     mpath = d / META_FILE
     if mpath.is_file():
         meta = _checked_meta(d, mpath)
+    elif (d / NANOGPT_META).is_file():  # nanoGPT's character datasets: ids, and the characters
+        meta = {"dtype": "uint16", "tokenizer": NANOGPT_META, "tokenizer_path": str(d / NANOGPT_META),
+                "vocab_size": read_nanogpt_meta(d / NANOGPT_META)["vocab_size"]}
     else:
         meta = {"dtype": "uint16", "tokenizer": None, "tokenizer_path": None}
         if vocab_size is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.data import load_tokenizer, open_tokens, read_meta
+from gpt.data.folder import tokenizer_text
 from gpt.training.checkpoint import find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
@@ -148,7 +149,7 @@ class Trainer:
         self.meta = read_meta(self.data_dir)
         tok_path = self.meta.get("tokenizer_path")
         self.tokenizer = load_tokenizer(tok_path) if tok_path else None
-        self.tokenizer_text = Path(tok_path).read_text(encoding="utf-8") if tok_path else None
+        self.tokenizer_text = tokenizer_text(tok_path) if tok_path else None
         self.train_tokens = open_tokens(self.data_dir, "train", self.meta)
         self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
 
