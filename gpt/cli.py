@@ -12,7 +12,7 @@ import importlib
 import sys
 import warnings
 
-COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow")
+COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow", "translate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,165 @@
+"""Training the translator and the encoder-only model on the generated number data; run folders.
+
+Both loops: AdamW, warmup then cosine decay of the learning rate (nn.optim.warmup_cosine), the
+gradient norm clipped at 1, fresh random batches every step (the data is unlimited), held-out
+evaluation at the end. A run folder holds config.json (the model config, the task, the settings),
+model.safetensors (the weights), metrics.jsonl (one JSON line per logged step) and summary.json.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import autograd
+import nn
+from gpt.files import atomic_write_text
+from gpt.seq2seq import data as D
+from gpt.seq2seq.decode import translate_ids
+from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig
+
+TASKS = {"translate": Seq2Seq, "encoder": EncoderOnly}
+
+
+@dataclass
+class TrainSettings:
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 2e-3
+    warmup: int = 200
+    weight_decay: float = 0.01
+    seed: int = 0
+    log_every: int = 250
+    eval_examples: int = 500
+    max_minutes: float | None = None   # stop early (and evaluate) after this much training time
+
+
+def _optimizer(model: nn.Module, s: TrainSettings) -> nn.optim.AdamW:
+    return nn.optim.AdamW(nn.optim.weight_decay_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.98))
+
+
+def _loop(model: nn.Module, s: TrainSettings, loss_fn: Callable, log: Callable, out: Path | None) -> dict:
+    """The shared optimisation loop: loss_fn(rng) -> (loss Tensor, dict of floats to log)."""
+    autograd.manual_seed(s.seed)
+    rng = np.random.default_rng(s.seed)
+    opt = _optimizer(model, s)
+    model.train()
+    start, step, lines = time.perf_counter(), 0, []
+    for step in range(1, s.steps + 1):
+        lr = nn.optim.warmup_cosine(step - 1, s.warmup, s.steps, s.lr, s.lr * 0.05)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss, parts = loss_fn(rng)
+        loss.backward()
+        nn.optim.clip_grad_norm(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        elapsed = time.perf_counter() - start
+        over = s.max_minutes is not None and elapsed > 60 * s.max_minutes
+        if step % s.log_every == 0 or step == s.steps or over:
+            line = {"step": step, "lr": lr, "time_s": round(elapsed, 2), **parts}
+            lines.append(json.dumps(line))
+            log(f"step {step:5d}  " + "  ".join(f"{k} {v:.4f}" for k, v in parts.items()) + f"  ({elapsed:.0f}s)")
+        if over:
+            log(f"stopping after {s.max_minutes:g} minutes ({step} of {s.steps} steps)")
+            break
+    model.eval()
+    if out is not None:
+        atomic_write_text(out / "metrics.jsonl", "\n".join(lines) + "\n")
+    return {"steps": step, "train_seconds": round(time.perf_counter() - start, 1)}
+
+
+def translation_loss(model: Seq2Seq, batch_size: int):
+    def loss_fn(rng):
+        b = D.translation_batch(rng, batch_size)
+        _, loss = model(b.src, b.tgt_in, b.targets)
+        return loss, {"loss": float(loss.data)}
+    return loss_fn
+
+
+def encoder_loss(model: EncoderOnly, batch_size: int):
+    def loss_fn(rng):
+        mlm, cls = model.losses(*D.mlm_batch(rng, batch_size), *D.pair_batch(rng, batch_size))
+        return mlm + cls, {"mlm_loss": float(mlm.data), "cls_loss": float(cls.data)}
+    return loss_fn
+
+
+def evaluate_translation(model: Seq2Seq, n: int = 500, seed: int = 1, num_beams: int = 1,
+                         batch_size: int = 250) -> dict:
+    """Exact-match accuracy on n held-out numbers in each direction -> {direction: accuracy, ...}."""
+    numbers = D.sample_numbers(np.random.default_rng(seed), n, "held_out", unique=True)
+    result, examples = {}, []
+    for direction in D.DIRECTIONS:
+        pairs = [D.translation_pair(int(x), direction) for x in numbers]
+        got = []
+        for i in range(0, n, batch_size):
+            got += translate_ids(model, [p[0] for p in pairs[i:i + batch_size]], 16, num_beams=num_beams)
+        hits = [g == t for g, (_, t) in zip(got, pairs)]
+        result[direction] = float(np.mean(hits))
+        examples += [(D.decode(p[0]), D.decode(g), h) for p, g, h in list(zip(pairs, got, hits))[:4]]
+    result["both"] = float(np.mean([result[d] for d in D.DIRECTIONS]))
+    result["examples"] = examples
+    return result
+
+
+def evaluate_encoder(model: EncoderOnly, n: int = 500, seed: int = 1) -> dict:
+    """Held-out masked-token accuracy (over masked positions) and true/false-pair accuracy."""
+    rng = np.random.default_rng(seed)
+    with autograd.no_grad():
+        ids, targets = D.mlm_batch(rng, n, "held_out")
+        token_logits, _ = model(ids)
+        masked = targets != -100
+        mlm = float((token_logits.numpy().argmax(-1) == targets)[masked].mean())
+        pairs, labels = D.pair_batch(rng, n, "held_out")
+        _, class_logits = model(pairs)
+        cls = float((class_logits.numpy().argmax(-1) == labels).mean())
+    return {"masked_token_accuracy": mlm, "pair_accuracy": cls}
+
+
+def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {"task": task, "model": model.config.to_dict(), "settings": asdict(settings)}
+    atomic_write_text(out / "config.json", json.dumps(cfg, indent=2) + "\n")
+    nn.checkpoint.save_safetensors(out / "model.safetensors", dict(model.state_dict()), {"task": task})
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+
+def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
+    """The model of a run folder written by save_run, in eval mode; `task` checks what it holds."""
+    folder = Path(folder)
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{folder}: no config.json (train one with `gpt translate train --out {folder}`)")
+    cfg = nn.checkpoint.parse_json(cfg_path.read_text())
+    if cfg.get("task") not in TASKS or (task is not None and cfg["task"] != task):
+        raise ValueError(f"{folder} holds a {cfg.get('task')!r} model, expected {task or ' or '.join(TASKS)!r}")
+    model = TASKS[cfg["task"]](Seq2SeqConfig.from_dict(cfg["model"]))
+    tensors, _ = nn.checkpoint.load_safetensors(folder / "model.safetensors")
+    model.load_state_dict(tensors)
+    return model.eval()
+
+
+def train_task(task: str, model_cfg: Seq2SeqConfig, settings: TrainSettings, out: Path | None = None,
+               log: Callable = print) -> tuple[nn.Module, dict]:
+    """Train `task` ("translate" or "encoder"), evaluate on held-out numbers, save to `out` if given."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
+    autograd.manual_seed(settings.seed)
+    model = TASKS[task](model_cfg)
+    log(f"{task}: {type(model).__name__} with {model.num_params():,} parameters")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    make_loss = translation_loss if task == "translate" else encoder_loss
+    summary = _loop(model, settings, make_loss(model, settings.batch_size), log, out)
+    if task == "translate":
+        summary.update(evaluate_translation(model, settings.eval_examples))
+    else:
+        summary.update(evaluate_encoder(model, settings.eval_examples))
+    summary["parameters"] = model.num_params()
+    if out is not None:
+        save_run(out, task, model, settings, summary)
+    return model, summary
