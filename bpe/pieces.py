@@ -1,17 +1,47 @@
 """Text without special tokens -> ids: split with the pattern, merge each piece, cache the results.
 
-``PieceEncoder(ranks, pattern)(text)`` is the hot path of encoding. Pieces that are one
-token map to their id through one dict lookup each, in C; only the other pieces run Python
-code (``bytepair.byte_pair_encode``), and their ids are cached by piece.
+``PieceEncoder(ranks, pattern)(text)`` is the hot path of encoding. The cache maps a piece to
+the tuple of its ids; it starts with every token that is whole UTF-8 text (a piece equal to a
+token encodes to that token, as in tiktoken). Looking the pieces up and joining their ids is
+one chain of C calls (``map`` of the cache's ``__getitem__``, ``chain.from_iterable``); only a
+piece not seen yet runs Python code (the cache's ``__missing__``: ``bytepair.byte_pair_encode``).
 """
 from __future__ import annotations
+
+from itertools import chain
 
 from .bytepair import byte_pair_encode, utf8
 from .patterns import segment_cut
 from .split import chunk_finder
 
-CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is cleared when full
-ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts (more blocks are pure ASCII)
+CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is emptied (back to the tokens) when full
+ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts, to bound the memory of the pieces
+MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
+
+
+class PieceCache(dict):
+    """piece -> tuple of ids; a missing piece is merged, remembered and returned."""
+
+    def __init__(self, ranks: dict[bytes, int]):
+        super().__init__()
+        self.ranks = ranks
+        base: dict[str, tuple[int]] = {}
+        for b, i in ranks.items():
+            try:
+                base[b.decode("utf-8")] = (i,)
+            except UnicodeDecodeError:
+                pass
+        self.base = base
+        self.update(base)
+
+    def __missing__(self, piece: str) -> tuple[int, ...]:
+        ids = tuple(byte_pair_encode(self.ranks, utf8(piece)))
+        if len(piece) <= MAX_CACHED_PIECE:
+            if len(self) >= CACHE_LIMIT:
+                self.clear()
+                self.update(self.base)
+            self[piece] = ids
+        return ids
 
 
 class PieceEncoder:
@@ -24,67 +54,21 @@ class PieceEncoder:
         self.clear()
 
     def clear(self) -> None:
-        """Empty the piece cache: ``one`` (piece -> id, for pieces of one token) and ``multi``
-        (piece -> ids). ``one`` starts with every token that is whole UTF-8 text, since a
-        piece equal to a token encodes to that token (as in tiktoken)."""
-        one: dict[str, int] = {}
-        for b, i in self.ranks.items():
-            try:
-                one[b.decode("utf-8")] = i
-            except UnicodeDecodeError:
-                pass
-        self.one = one
-        self.multi: dict[str, list[int]] = {}
+        """Empty the piece cache (back to the tokens that are whole UTF-8 text)."""
+        self.cache = PieceCache(self.ranks)
 
     def __call__(self, text: str) -> list[int]:
+        get, findall = self.cache.__getitem__, self.findall
         if len(text) <= ENCODE_BLOCK or self.cut is None:
-            return self._pieces(text)
+            return list(chain.from_iterable(map(get, findall(text))))
         # Long texts go in blocks cut at chunk boundaries, to bound the memory of the pieces.
         out: list[int] = []
         pos = 0
         n = len(text)
+        search = self.cut.search
         while pos < n:
-            m = self.cut.search(text, pos + ENCODE_BLOCK) if pos + ENCODE_BLOCK < n else None
+            m = search(text, pos + ENCODE_BLOCK) if pos + ENCODE_BLOCK < n else None
             end = m.start() if m else n
-            out += self._pieces(text[pos:end])
+            out += chain.from_iterable(map(get, findall(text[pos:end])))
             pos = end
         return out
-
-    def _pieces(self, text: str) -> list[int]:
-        # Most pieces are one token: one C-level map over the pieces gives their ids, and
-        # None marks the rest (pieces of several tokens, and pieces not seen yet), which
-        # list.index finds in C; only those run Python code.
-        pieces = self.findall(text)
-        one = self.one
-        ids = list(map(one.get, pieces))
-        try:
-            i = ids.index(None)
-        except ValueError:
-            return ids
-        multi = self.multi
-        if len(one) + len(multi) + len(pieces) > CACHE_LIMIT:
-            self.clear()
-            one, multi = self.one, self.multi
-        ranks = self.ranks
-        out = ids[:i]
-        while True:
-            piece = pieces[i]
-            v = one.get(piece)  # it may have been a miss earlier in this text
-            if v is not None:
-                out.append(v)
-            else:
-                seq = multi.get(piece)
-                if seq is None:
-                    seq = byte_pair_encode(ranks, utf8(piece))
-                    if len(seq) == 1:
-                        one[piece] = seq[0]
-                    elif len(piece) <= 256:  # a rare huge piece is not worth its memory
-                        multi[piece] = seq
-                out += seq
-            try:
-                j = ids.index(None, i + 1)
-            except ValueError:
-                out += ids[i + 1 :]
-                return out
-            out += ids[i + 1 : j]
-            i = j
