@@ -1,10 +1,12 @@
 """Benchmark bpe against its peers: training time, encode throughput, bytes per token.
 
-Corpus: the running Python's standard-library .py sources in sorted order, read as
-bytes and concatenated, wrapping around to reach each size (3.11 holds 31.5 MB).
-Every trainer gets the same documents (one per source file) and the same split
-pattern. Peers appear when installed: Hugging Face tokenizers, rustbpe (training),
-tiktoken (encoding with our trained ranks, so the vocabularies are identical).
+Training corpus: the running Python's standard-library .py sources in sorted order,
+wrapping around to reach each size (3.11 holds 31.5 MB). Every trainer gets the same
+documents (one per source file) and the same split pattern. Encoding corpora: code, English
+prose and multilingual text (``bench_bpe_texts.py``: licenses, man pages in many languages,
+translation catalogs), each with our trained vocabulary and with cl100k's when
+``../shared/data/cl100k_base.tiktoken`` exists. Peers appear when installed: Hugging Face
+tokenizers, rustbpe (training), tiktoken (encoding with the same ranks, checked equal).
 
     python3 benchmarks/bench_bpe.py                  # 10 and 50 MB, vocab 4096 and 32768
     python3 benchmarks/bench_bpe.py --quick          # 2 MB, vocab 1024 and 4096, one run
@@ -27,35 +29,26 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bpe import Tokenizer  # noqa: E402
-from bpe.corpus import default_corpus_files  # noqa: E402
 from bpe.patterns import resolve_pattern  # noqa: E402
+from bench_bpe_texts import corpus_docs  # noqa: E402
+
+CL100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
 
 MB = 1_000_000
 
 
 def stdlib_docs(n_bytes: int) -> list[str]:
-    """Documents (one per file, wrapping around) whose UTF-8 bytes total ``n_bytes``."""
-    files = default_corpus_files()
-    docs: list[str] = []
-    total = 0
-    while total < n_bytes:
-        for f in files:
-            data = f.read_bytes()
-            if total + len(data) > n_bytes:
-                data = data[: n_bytes - total]
-            docs.append(data.decode("utf-8", errors="replace"))
-            total += len(data)
-            if total >= n_bytes:
-                break
-    return docs
+    """Documents (one per standard-library file, wrapping around) whose UTF-8 bytes total ``n_bytes``."""
+    return corpus_docs("code", n_bytes)
 
 
 def cpu_seconds() -> float:
     """CPU time of this process (all threads) and of its finished child processes."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return time.process_time() + t.children_user + t.children_system
 
 
 def measure(fn):
@@ -122,6 +115,58 @@ def print_table(title, header, rows):
     sys.stdout.flush()
 
 
+# ---- encoding ---------------------------------------------------------------------
+
+ENCODE_HEADER = ["corpus", "vocabulary", "ours cold", "ours warm", "tiktoken", "HF tokenizers",
+                 "cold/tiktoken (CPU)", "bytes/token"]
+
+
+def hf_of(tokenizers, tok):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "tokenizer.json")
+        tok.save_huggingface(p)
+        return tokenizers.Tokenizer.from_file(p)
+
+
+def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers):
+    """One table row: each encoder on the concatenated documents, interleaved run by run."""
+    text = "".join(docs)
+    mbs = len(text.encode("utf-8")) / MB
+    warm = Tokenizer(ranks, pattern, specials)
+    ids = warm.encode_ordinary(text)
+    enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials) if tiktoken else None
+    hf = hf_of(tokenizers, warm) if tokenizers and name.startswith("ours") else None  # HF ids differ for cl100k's byte order
+    cells = {k: [] for k in ["cold", "warm", "tt", "hf", "batch", "ttb"]}
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    for _ in range(args.encode_repeat):
+        fresh = Tokenizer(ranks, pattern, specials)
+        w, c, out = measure(lambda: fresh.encode_ordinary(text))
+        cells["cold"].append((w, c))
+        assert out == ids
+        cells["warm"].append(measure(lambda: warm.encode_ordinary(text))[:2])
+        if enc is not None:
+            w, c, out = measure(lambda: enc.encode_ordinary(text))
+            cells["tt"].append((w, c))
+            assert out == ids, f"tiktoken and bpe disagree on the {kind} text"
+        if hf is not None:
+            cells["hf"].append(measure(lambda: hf.encode(text).ids)[:2])
+        if args.batch:
+            fresh = Tokenizer(ranks, pattern, specials)
+            cells["batch"].append(measure(lambda: fresh.encode_batch(docs, workers=args.workers))[:2])
+            if enc is not None:
+                cells["ttb"].append(measure(lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu))[:2])
+
+    def rate(key):
+        v = cells[key]
+        return f"{mbs / med(v, 0):.2f} ({mbs / med(v, 1):.2f})" if v else "-"
+
+    ratio = f"{med(cells['tt'], 1) / med(cells['cold'], 1):.2f}x" if cells["tt"] else "-"
+    row = [kind, name, rate("cold"), rate("warm"), rate("tt"), rate("hf"), ratio, f"{mbs * MB / len(ids):.3f}"]
+    return row + ([rate("batch"), rate("ttb")] if args.batch else [])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,50", help="corpus sizes in MB for training (default 10,50)")
@@ -132,6 +177,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="training runs per cell (median; default 1)")
     ap.add_argument("--encode-repeat", type=int, default=3, help="encoding runs per cell (median; default 3)")
     ap.add_argument("--workers", type=int, default=None, help="our counting/batch processes (default all cores)")
+    ap.add_argument("--encode-corpora", default="code,prose,multilingual",
+                    help="corpora to encode (bench_bpe_texts.py; default code,prose,multilingual)")
+    ap.add_argument("--batch", action="store_true", help="also time batch encoding (per document, all cores)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-encode", action="store_true")
     ap.add_argument("--quick", action="store_true", help="2 MB, vocab 1024 and 4096, single runs")
@@ -184,67 +232,22 @@ def main(argv=None) -> int:
 
     if not args.skip_encode:
         ev = args.encode_vocab or max(vocabs)
-        docs = stdlib_docs(int(args.encode_size * MB))
-        text = "".join(docs)
-        nbytes = len(text.encode("utf-8"))
-        tok = trained.get(ev)
-        if tok is None:
-            tok = train_ours(docs, ev, pattern, args.workers)
-        ranks, specials = tok.mergeable_ranks, tok.special_tokens
+        tok = trained.get(ev) or train_ours(stdlib_docs(int(min(sizes) * MB)), ev, pattern, args.workers)
+        vocabularies = [(f"ours {ev} (code)", tok.mergeable_ranks, tok.special_tokens)]
+        if CL100K.is_file() and pattern == resolve_pattern("gpt4"):
+            from bpe.formats import load_tiktoken_ranks
 
-        def fresh():
-            return Tokenizer(ranks, pattern, specials)
-
-        # Every repeat runs each encoder once, interleaved, so that they share the
-        # machine's conditions (this machine is shared and noisy).
-        enc = hf = None
-        if tiktoken:
-            enc = tiktoken.Encoding("ours", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
-        if tokenizers:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as d:
-                p = os.path.join(d, "tokenizer.json")
-                tok.save_huggingface(p)
-                hf = tokenizers.Tokenizer.from_file(p)
-        warm_tok = fresh()
-        ids = warm_tok.encode_ordinary(text)
-        cells = {k: [] for k in ["cold", "warm", "batch", "tt", "ttb", "hf", "hfb"]}
-        tt_ids = hf_ids = None
-
-        def timed(key, fn):
-            w, c, out = measure(fn)
-            cells[key].append((w, c))
-            return out
-
-        for _ in range(args.encode_repeat):
-            t = fresh()
-            timed("cold", lambda: t.encode_ordinary(text))
-            timed("warm", lambda: warm_tok.encode_ordinary(text))
-            t = fresh()
-            timed("batch", lambda: t.encode_batch(docs, workers=args.workers))
-            if enc is not None:
-                tt_ids = timed("tt", lambda: enc.encode_ordinary(text))
-                timed("ttb", lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu))
-            if hf is not None:
-                hf_ids = timed("hf", lambda: hf.encode(text).ids)
-                timed("hfb", lambda: hf.encode_batch(docs))
-        mbs = nbytes / MB
-
-        def rate(key):
-            return f"{mbs / med(cells[key], 0):.2f} ({mbs / med(cells[key], 1):.2f})"
-
-        rows = [["bpe (ours), cold cache", rate("cold"), rate("batch"), f"{nbytes / len(ids):.3f}"],
-                ["bpe (ours), warm cache", rate("warm"), "-", f"{nbytes / len(ids):.3f}"]]
-        if enc is not None:
-            assert tt_ids == ids, "tiktoken and bpe disagree on the benchmark text"
-            rows.append([f"tiktoken (same ranks; batch {ncpu} threads)", rate("tt"), rate("ttb"),
-                         f"{nbytes / len(tt_ids):.3f}"])
-        if hf is not None:
-            rows.append(["HF tokenizers (exported from ours)", rate("hf"), rate("hfb"), f"{nbytes / len(hf_ids):.3f}"])
-        print_table(f"Encoding {mbs:.0f} MB with vocab {ev}: MB/s of wall time (MB/s of CPU time), "
-                    f"median of {args.encode_repeat}; bytes per token",
-                    ["encoder", "whole text, 1 thread", "batch (per file)", "bytes/token"], rows)
+            vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
+        rows = []
+        for kind in args.encode_corpora.split(","):
+            docs = corpus_docs(kind, int(args.encode_size * MB))
+            for name, ranks, specials in vocabularies:
+                rows.append(encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers))
+                print(f"  encoded {kind} with {name}: {rows[-1]}", file=sys.stderr)
+        load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        print_table(f"Encoding {args.encode_size:g} MB, one thread: MB/s of wall time (MB/s of CPU time), median of "
+                    f"{args.encode_repeat}; cold = fresh tokenizer (empty piece cache); load average now "
+                    f"{load[0]:.2f}", ENCODE_HEADER + (["ours batch", "tiktoken batch"] if args.batch else []), rows)
     return 0
 
 
