@@ -113,14 +113,18 @@ class MultiHeadAttention(Module):
 
     def __init__(self, n_embd: int, n_head: int, bias: bool = True, dropout: float = 0.0,
                  causal: bool = True, rope: Module | None = None, qk_norm: bool = False,
-                 norm_eps: float = 1e-6):
+                 norm_eps: float = 1e-6, n_kv_head: int | None = None):
         super().__init__()
         if n_head < 1 or n_embd % n_head:
             raise ValueError(f"MultiHeadAttention: n_embd={n_embd} must be divisible by n_head={n_head}")
+        n_kv_head = n_head if n_kv_head is None else int(n_kv_head)
+        if n_kv_head < 1 or n_head % n_kv_head:
+            raise ValueError(f"MultiHeadAttention: n_kv_head={n_kv_head} must divide n_head={n_head}")
         self.n_embd, self.n_head, self.head_dim = n_embd, n_head, n_embd // n_head
+        self.n_kv_head = n_kv_head
         self.causal = bool(causal)
         self.attn_dropout = float(dropout)
-        self.c_attn = Linear(n_embd, 3 * n_embd, bias=bias)
+        self.c_attn = Linear(n_embd, n_embd + 2 * n_kv_head * self.head_dim, bias=bias)
         self.c_proj = Linear(n_embd, n_embd, bias=bias)
         self.resid_dropout = Dropout(dropout)
         if rope is not None and getattr(rope, "head_dim", None) != self.head_dim:
@@ -147,16 +151,19 @@ class MultiHeadAttention(Module):
         elif kv_cache is not None and pos_offset != cached:
             raise ValueError(f"MultiHeadAttention: pos_offset={pos_offset} but the KV cache holds {cached} positions")
 
+        Hkv = self.n_kv_head
         # one reshape and one transpose for all three (a decode step pays per op, not per byte)
-        qkv = self.c_attn(x).reshape(B, T, 3 * H, hs).transpose(1, 2)  # (B, 3H, T, hs)
-        q, k, v = autograd.split(qkv, H, axis=1)                # 3 x (B, H, T, hs) views
+        qkv = self.c_attn(x).reshape(B, T, H + 2 * Hkv, hs).transpose(1, 2)  # (B, H + 2Hkv, T, hs)
+        q, k, v = autograd.split(qkv, [H, Hkv, Hkv], axis=1)    # (B, H, T, hs), 2 x (B, Hkv, T, hs)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q = self.rope.rotate(q, offset=pos_offset)
             k = self.rope.rotate(k, offset=pos_offset)
         if kv_cache is not None:
-            k, v = kv_cache.append(k, v)                        # (B, H, cached + T, hs) views
+            k, v = kv_cache.append(k, v)                        # (B, Hkv, cached + T, hs) views
+        if Hkv != H:  # each group of H / Hkv query heads reads one key/value head
+            k, v = (self._repeat_kv(a, autograd.broadcast_to) for a in (k, v))  # (B, H, L, hs)
 
         p = self.attn_dropout if self.training else 0.0
         y = autograd.scaled_dot_product_attention(q, k, v, causal=self.causal, attn_mask=attn_mask,
@@ -168,21 +175,33 @@ class MultiHeadAttention(Module):
         """One new position per row on raw arrays in eval mode (no graph; see nn/arrays.py):
         x (B, C) at position `pos` (= the cache length) -> (B, C); the cache grows by one."""
         B, C = x.shape
-        H, hs = self.n_head, self.head_dim
+        H, Hkv, hs = self.n_head, self.n_kv_head, self.head_dim
         if pos != kv_cache.length:
             raise ValueError(f"MultiHeadAttention.step: position {pos} but the KV cache holds {kv_cache.length}")
-        qkv = self.c_attn.step(x).reshape(B, 3 * H, 1, hs)       # (B, 3H, 1, hs), a view
-        q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]   # 3 x (B, H, 1, hs)
+        if self.training and self.attn_dropout > 0:
+            raise RuntimeError("MultiHeadAttention.step has no dropout: call eval() first")
+        qkv = self.c_attn.step(x).reshape(B, H + 2 * Hkv, 1, hs)  # a view
+        q, k, v = qkv[:, :H], qkv[:, H:H + Hkv], qkv[:, H + Hkv:]  # (B, H, 1, hs), 2 x (B, Hkv, 1, hs)
         if self.q_norm is not None:
             q, k = self.q_norm.step(q), self.k_norm.step(k)
         if self.rope is not None:
             q, k = self.rope.step(q, k, pos)
-        k, v = kv_cache.write(k, v)                              # (B, H, pos + 1, hs) views
+        k, v = kv_cache.write(k, v)                              # (B, Hkv, pos + 1, hs) views
+        if Hkv != H:
+            k, v = (self._repeat_kv(a, xp_of(a).broadcast_to) for a in (k, v))
         y = arrays.attention(q, k, v, causal=self.causal)        # (B, H, 1, hs)
         return self.c_proj.step(y.reshape(B, C))                 # heads side by side
+
+    def _repeat_kv(self, a, broadcast_to):
+        """(B, Hkv, L, hs) -> (B, H, L, hs), key/value head j serving query heads j*g..j*g+g-1
+        (g = H / Hkv), for Tensors (forward) and arrays (step) alike."""
+        B, Hkv, L, hs = a.shape
+        g = self.n_head // Hkv
+        return broadcast_to(a.reshape(B, Hkv, 1, L, hs), (B, Hkv, g, L, hs)).reshape(B, self.n_head, L, hs)
 
     def extra_repr(self) -> str:
         rope = ", rope" if self.rope is not None else ""
         qk = ", qk_norm" if self.q_norm is not None else ""
-        return (f"n_embd={self.n_embd}, n_head={self.n_head}, causal={self.causal}, "
+        kv = f", n_kv_head={self.n_kv_head}" if self.n_kv_head != self.n_head else ""
+        return (f"n_embd={self.n_embd}, n_head={self.n_head}{kv}, causal={self.causal}, "
                 f"dropout={self.attn_dropout}{rope}{qk}")

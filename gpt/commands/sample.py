@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = model.config
         per_token = kv_cache_numbers_per_token(cfg)
         print(f"{n_tokens} tokens in {dt:.2f} s ({n_tokens / max(dt, 1e-9):.1f} tokens/s); KV cache "
-              f"{per_token:,} numbers per token (2 x {cfg.n_layer} layers x {cfg.n_embd}), "
+              f"{per_token:,} numbers per token (2 x {cfg.n_layer} layers x {cfg.kv_heads} kv heads x "
+              f"{cfg.head_dim}), "
               f"{cache_nbytes / 2**20:.2f} MiB preallocated (block_size={cfg.block_size})",
               file=sys.stderr)
     return 0

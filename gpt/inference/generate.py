@@ -87,7 +87,7 @@ class Decoder:
     @property
     def cache_nbytes(self) -> int:
         """Bytes held by the KV caches: rows x min(block_size, capacity) positions x
-        2 x n_layer x n_embd numbers (see kv_cache_numbers_per_token)."""
+        kv_cache_numbers_per_token numbers."""
         return 0 if self.caches is None else sum(c.nbytes for c in self.caches)
 
     def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
@@ -374,5 +374,5 @@ def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: i
 
 
 def kv_cache_numbers_per_token(cfg) -> int:
-    """Numbers the KV cache holds per token of context: 2 (k and v) x n_layer x n_embd."""
-    return 2 * cfg.n_layer * cfg.n_embd
+    """Numbers the KV cache holds per token of context (GPTConfig.kv_cache_numbers_per_token)."""
+    return cfg.kv_cache_numbers_per_token()

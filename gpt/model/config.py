@@ -12,6 +12,10 @@ Variant semantics (what the model builds for each field):
   modded-nanoGPT speedrun's), "swiglu" (gate and up fused in c_fc),
   "moe" (`n_experts` GELU MLPs and a router picking `moe_top_k` per token; the router's
   load-balancing loss is added to the training loss times `moe_aux_coef`).
+- n_kv_head: heads of keys and values (grouped-query attention, Ainslie et al. 2023); each
+  group of n_head / n_kv_head query heads shares one. None means n_head (multi-head), 1 is
+  multi-query. c_attn then maps C -> C + 2 x n_kv_head x head_dim, and the KV cache holds
+  n_kv_head heads.
 - qk_norm: q and k RMS-normalised per head (a learned gain of head_dim each,
   `.attn.q_norm`, `.attn.k_norm`) before RoPE and the scores.
 - prenorm=True: x = x + f(ln(x)) per sublayer and a final `transformer.ln_f` (GPT-2).
@@ -77,6 +81,7 @@ class GPTConfig:
     n_layer: int = _setting(help="transformer blocks")
     n_head: int = _setting(help="attention heads")
     n_embd: int = _setting(help="embedding width C")
+    n_kv_head: int | None = _setting(None, "key/value heads (grouped-query attention; default n_head)")
     dropout: float = _setting(0.0, "dropout probability")
     bias: bool = _setting(True, "biases in linear layers and norms")
     tie_weights: bool = _setting(True, "share the token embedding with the output layer")
@@ -122,6 +127,10 @@ class GPTConfig:
                     f"n_embd={self.n_embd} must be divisible by n_head={self.n_head} "
                     "(each head gets n_embd // n_head channels)"
                 )
+            elif self.n_kv_head is not None and (isinstance(self.n_kv_head, bool) or not isinstance(self.n_kv_head, int)
+                                                 or self.n_kv_head < 1 or self.n_head % self.n_kv_head):
+                problems.append(f"n_kv_head must be None or a positive divisor of n_head={self.n_head}, "
+                                f"got {self.n_kv_head!r}")
             elif self.pos == "rope" and (self.n_embd // self.n_head) % 2:
                 problems.append(
                     f"pos='rope' needs an even head size, got n_embd // n_head = {self.n_embd // self.n_head}"
@@ -147,6 +156,11 @@ class GPTConfig:
         return self.n_embd // self.n_head
 
     @property
+    def kv_heads(self) -> int:
+        """Heads of keys and values: n_kv_head, or n_head when it is None."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
     def hidden(self) -> int:
         """The MLP's hidden width (per expert for "moe")."""
         if self.mlp_hidden is not None:
@@ -168,10 +182,11 @@ class GPTConfig:
         return self.n_embd
 
     def attn_params(self) -> int:
-        """One attention sublayer: fused q, k, v projection (C -> 3C), output projection, and
-        the q and k gains of qk_norm."""
+        """One attention sublayer: fused q, k, v projection (C -> C + 2 x kv_heads x head_dim),
+        output projection, and the q and k gains of qk_norm."""
         C, b = self.n_embd, int(self.bias)
-        return C * 3 * C + b * 3 * C + C * C + b * C + 2 * self.head_dim * int(self.qk_norm)
+        qkv = C + 2 * self.kv_heads * self.head_dim
+        return C * qkv + b * qkv + C * C + b * C + 2 * self.head_dim * int(self.qk_norm)
 
     def mlp_params(self) -> int:
         """One feed-forward sublayer (all experts and the router for "moe")."""
@@ -201,11 +216,15 @@ class GPTConfig:
         """The exact number of parameters `GPT(self)` allocates (tied weights counted once)."""
         return sum(self.breakdown().values())
 
+    def kv_cache_numbers_per_token(self) -> int:
+        """Numbers of KV cache one token occupies: keys and values of kv_heads x head_dim
+        (n_embd without grouped-query attention) per layer."""
+        return 2 * self.n_layer * self.kv_heads * self.head_dim
+
     def kv_cache_bytes_per_token(self, dtype: Any = "float32") -> int:
-        """Bytes of KV cache one token occupies: keys and values of n_embd numbers per layer."""
         import numpy as np
 
-        return 2 * self.n_layer * self.n_embd * np.dtype(dtype).itemsize
+        return self.kv_cache_numbers_per_token() * np.dtype(dtype).itemsize
 
     # ---- (de)serialisation ------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -92,7 +92,7 @@ class GPT(nn.Module):
         """One preallocated `nn.KVCache` per layer, for `forward(..., kv_caches=...)`."""
         cfg = self.config
         return [
-            nn.KVCache(batch, cfg.n_head, max_len or cfg.block_size, cfg.head_dim,
+            nn.KVCache(batch, cfg.kv_heads, max_len or cfg.block_size, cfg.head_dim,
                        dtype or self.dtype, self.device)
             for _ in range(cfg.n_layer)
         ]

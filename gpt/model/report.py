@@ -46,7 +46,7 @@ def report(cfg: GPTConfig, dtype: Any = "float32", built_params: int | None = No
         f"residual={cfg.residual} bias={cfg.bias} tied={cfg.tie_weights}"
     )
     lines = [
-        f"GPT: n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} "
+        f"GPT: n_layer={cfg.n_layer} n_head={cfg.n_head} n_kv_head={cfg.kv_heads} n_embd={cfg.n_embd} "
         f"block_size={cfg.block_size} vocab_size={cfg.vocab_size} hidden={cfg.hidden}",
         f"     {variant}",
         f"{'group':<12}{'parameters':>18}{'share':>9}",
@@ -62,7 +62,8 @@ def report(cfg: GPTConfig, dtype: Any = "float32", built_params: int | None = No
     kv = cfg.kv_cache_bytes_per_token(dtype)
     lines += [
         f"weights in {np.dtype(dtype).name}: {_fmt_bytes(total * itemsize)}",
-        f"KV cache per token: 2 x n_layer x n_embd = {2 * cfg.n_layer * cfg.n_embd:,} numbers"
+        f"KV cache per token: 2 x n_layer x {cfg.kv_heads} kv heads x head_dim = "
+        f"{cfg.kv_cache_numbers_per_token():,} numbers"
         f" = {_fmt_bytes(kv)} in {np.dtype(dtype).name}; full block of {cfg.block_size}: "
         f"{_fmt_bytes(kv * cfg.block_size)} per sequence",
         f"training FLOPs per token at T={cfg.block_size}: {flops_per_token(cfg):,}",

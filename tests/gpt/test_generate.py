@@ -85,6 +85,17 @@ def test_cached_decoding_equals_uncached_for_every_variant(pos, mlp):
         check_cached_equals_uncached(model, str(variant))
 
 
+@pytest.mark.parametrize("pos", POS_CHOICES)
+@pytest.mark.parametrize("n_kv_head", [1, 2])
+def test_grouped_query_attention_decodes_the_same_with_and_without_the_cache(pos, n_kv_head):
+    for qk_norm, prenorm in itertools.product((False, True), repeat=2):
+        autograd.manual_seed(1)
+        model = GPT(GPTConfig(vocab_size=24, block_size=6, n_layer=2, n_head=4, n_kv_head=n_kv_head, n_embd=16,
+                              init_std=0.4, pos=pos, qk_norm=qk_norm, prenorm=prenorm)).eval()
+        assert model.new_kv_caches(1)[0].k.shape == (1, n_kv_head, 6, 4)  # a smaller cache
+        check_cached_equals_uncached(model, f"{pos} n_kv_head={n_kv_head} qk_norm={qk_norm} prenorm={prenorm}")
+
+
 def test_the_variant_product_covers_every_choice_of_the_config():
     choices = variant_choices()
     assert {"pos", "norm", "mlp", "prenorm", "residual", "bias", "tie_weights", "qk_norm"} <= set(choices)

@@ -362,3 +362,57 @@ def test_token_ids_are_range_checked_once_per_forward_by_the_model(monkeypatch):
     assert calls == []
     with pytest.raises(ValueError, match="token id 11 in idx"):
         model(np.full((2, 4), 11))
+
+
+# ---- grouped-query attention ------------------------------------------------------------------
+def repeat_kv_columns(a, C, H, Hkv, hs):
+    """A GQA c_attn weight (C, C + 2 Hkv hs) or bias (C + 2 Hkv hs,) as the equivalent
+    multi-head one (C, 3C): each key/value head repeated for its H / Hkv query heads."""
+    q, k, v = np.split(a, [C, C + Hkv * hs], axis=-1)
+    rep = [np.repeat(t.reshape(t.shape[:-1] + (Hkv, hs)), H // Hkv, axis=-2).reshape(t.shape[:-1] + (H * hs,))
+           for t in (k, v)]
+    return np.concatenate([q] + rep, axis=-1)
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(pos="rope", qk_norm=True, bias=False), dict(prenorm=False)])
+@pytest.mark.parametrize("n_kv_head", [1, 2])
+def test_a_gqa_model_equals_the_same_model_with_its_kv_heads_repeated(variant, n_kv_head):
+    gqa_cfg = small_cfg(n_head=4, n_kv_head=n_kv_head, **variant)
+    mha_cfg = small_cfg(n_head=4, **variant)
+    gqa, mha = build(gqa_cfg, spread=0.3), build(mha_cfg, seed=5)
+    C, hs = gqa_cfg.n_embd, gqa_cfg.head_dim
+    sd = {}
+    for name, value in gqa.state_dict().items():
+        sd[name] = repeat_kv_columns(value, C, 4, n_kv_head, hs) if ".c_attn." in name else value
+    mha.load_state_dict(sd)
+    idx, tgt = batch(gqa_cfg, T=6)
+    (l1, loss1), (l2, loss2) = gqa(idx, tgt), mha(idx, tgt)
+    np.testing.assert_allclose(l1.numpy(), l2.numpy(), rtol=1e-12, atol=1e-12)
+    assert loss1.item() == pytest.approx(loss2.item(), rel=1e-13)
+    assert gqa.num_params() == gqa_cfg.count_params() < mha_cfg.count_params()
+    assert gqa_cfg.kv_cache_numbers_per_token() * 4 // n_kv_head == mha_cfg.kv_cache_numbers_per_token()
+    assert f"n_kv_head={n_kv_head}" in gqa.report()
+
+
+def test_gqa_gradients_match_finite_differences_in_float64():
+    cfg = small_cfg(n_head=4, n_kv_head=2, pos="rope", qk_norm=True, tie_weights=False)
+    model = build(cfg, seed=3, spread=0.3)
+    idx, tgt = batch(cfg, B=2, T=5, seed=3)
+    model(idx, tgt)[1].backward()
+    rng, eps = np.random.default_rng(3), 1e-6
+    for name, p in model.named_parameters():
+        flat = p.data.reshape(-1)
+        for j in rng.choice(flat.size, size=min(3, flat.size), replace=False):
+            old = flat[j]
+            with no_grad():
+                flat[j] = old + eps
+                up = model(idx, tgt)[1].item()
+                flat[j] = old - eps
+                down = model(idx, tgt)[1].item()
+            flat[j] = old
+            assert p.grad.reshape(-1)[j] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-7), (name, j)
+
+
+def test_n_kv_head_must_divide_n_head():
+    with pytest.raises(ValueError, match="n_kv_head must be None or a positive divisor of n_head=4"):
+        small_cfg(n_head=4, n_kv_head=3)

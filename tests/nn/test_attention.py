@@ -188,6 +188,24 @@ def test_attention_dropout_acts_in_training_only():
     np.testing.assert_array_equal(mha(x).data, mha(x).data)
 
 
+def test_grouped_query_attention_shares_each_kv_head_among_its_query_heads():
+    gqa = nn.MultiHeadAttention(8, 4, n_kv_head=2).double()
+    assert gqa.c_attn.weight.shape == (8, 8 + 2 * 2 * 2)  # q of 4 heads, k and v of 2 heads of size 2
+    mha = nn.MultiHeadAttention(8, 4).double()
+    w, b = gqa.c_attn.weight.data, gqa.c_attn.bias.data
+    def widen(a):  # each kv head repeated for its 2 query heads
+        q, k, v = np.split(a, [8, 12], axis=-1)
+        rep = [np.repeat(t.reshape(t.shape[:-1] + (2, 2)), 2, axis=-2).reshape(t.shape[:-1] + (8,)) for t in (k, v)]
+        return np.concatenate([q] + rep, axis=-1)
+    mha.c_attn.weight.data, mha.c_attn.bias.data = widen(w), widen(b)
+    mha.c_proj.weight.data, mha.c_proj.bias.data = gqa.c_proj.weight.data, gqa.c_proj.bias.data
+    x = f64(2, 5, 8)
+    np.testing.assert_allclose(gqa(x).data, mha(x).data, rtol=1e-12, atol=1e-13)
+    check_gradients(lambda: gqa(x), list(gqa.parameters()) + [x], max_elems=6)
+    with pytest.raises(ValueError, match="n_kv_head=3 must divide n_head=4"):
+        nn.MultiHeadAttention(8, 4, n_kv_head=3)
+
+
 def test_qk_norm_adds_one_gain_per_head_dim_for_q_and_k_and_bounds_the_scores():
     mha = nn.MultiHeadAttention(8, 2, qk_norm=True)
     shapes = {n: tuple(p.shape) for n, p in mha.named_parameters()}
@@ -198,13 +216,13 @@ def test_qk_norm_adds_one_gain_per_head_dim_for_q_and_k_and_bounds_the_scores():
     np.testing.assert_allclose(np.linalg.norm(q.data, axis=-1), 2.0, rtol=1e-5)
 
 
-@pytest.mark.parametrize("use_rope,qk_norm", [(False, False), (True, True)])
-def test_the_array_step_equals_the_cached_forward(use_rope, qk_norm):
+@pytest.mark.parametrize("use_rope,qk_norm,n_kv_head", [(False, False, 2), (True, True, 2), (True, False, 1)])
+def test_the_array_step_equals_the_cached_forward(use_rope, qk_norm, n_kv_head):
     rope = nn.RotaryEmbedding(4, 16) if use_rope else None
-    mha = nn.MultiHeadAttention(8, 2, rope=rope, qk_norm=qk_norm).double().eval()
+    mha = nn.MultiHeadAttention(8, 2, rope=rope, qk_norm=qk_norm, n_kv_head=n_kv_head).double().eval()
     random_gains(mha)
     x = f64(2, 6, 8)
-    a, b = nn.KVCache(2, 2, 6, 4, np.float64), nn.KVCache(2, 2, 6, 4, np.float64)
+    a, b = (nn.KVCache(2, n_kv_head, 6, 4, np.float64) for _ in range(2))
     with no_grad():
         mha(x[:, :3], kv_cache=a)
         mha(x[:, :3], kv_cache=b)
