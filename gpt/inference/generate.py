@@ -4,9 +4,12 @@ Shapes: B = rows (prompts x num_samples, or beams), T = tokens, V = vocab, C = n
 
 Cached decoding. The prompt goes through the model in one forward pass that fills one
 preallocated `nn.KVCache` per layer (sized for the largest window, min(block_size,
-prompt + new tokens), never grown by concatenation); each later step feeds only the new token, whose q, k, v are the only ones a
-layer computes, at position `pos_offset` = the cache length (learned and sinusoidal tables are
-read at that row, rotary embeddings rotate by it). Only the last position's logits are formed.
+prompt + new tokens), never grown by concatenation); each later step feeds only the new token,
+whose q, k, v are the only ones a layer computes, at position `pos_offset` = the cache length
+(learned and sinusoidal tables are read at that row, rotary embeddings rotate by it). Only the
+last position's logits are formed. A step runs through `GPT.step`, each layer's no-graph step
+beside its forward (nn/arrays.py), or through `forward(..., kv_caches=...)` for a model whose
+layers have no step (MoE).
 The uncached path (use_cache=False) runs the whole context through the model at every step;
 it exists to check the cached one and to measure what the cache buys.
 
@@ -35,8 +38,8 @@ import numpy as np
 
 import autograd
 from autograd import Tensor
-from autograd.backend import device_of, to_device
 from gpt.inference import sample as S
+from gpt.inference.beam import beam_search
 
 PAD = -1  # fills finished rows in returned arrays and "no new token" slots in streams
 
@@ -330,7 +333,7 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
             logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
         return S.log_softmax(logits)
 
-    hyps = S.beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,
+    hyps = beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,
                          length_penalty, num_return)
     return [np.concatenate([prompt, np.asarray(h.tokens, dtype=np.int64)]) for h in hyps]
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from gpt.inference import sample as S
+from gpt.inference.beam import _top_candidates, beam_search
 
 
 def next_token(logits, generator, context=None, **options):
@@ -250,9 +251,9 @@ def test_beam_search_finds_the_sequence_greedy_misses():
     first = np.array([0.6, 0.4, 1e-9])
     trans = np.array([[1 / 3, 1 / 3, 1 / 3], [1e-9, 1e-9, 1.0], [1 / 3, 1 / 3, 1 / 3]])
     fn = markov_fn(first, trans)
-    greedy_seq = S.beam_search(fn, 1, 2)[0].tokens
+    greedy_seq = beam_search(fn, 1, 2)[0].tokens
     assert greedy_seq[0] == 0
-    best = S.beam_search(fn, 2, 2)[0]
+    best = beam_search(fn, 2, 2)[0]
     assert best.tokens == [1, 2]
     assert best.logprob == pytest.approx(np.log(0.4))
 
@@ -263,7 +264,7 @@ def test_exhaustive_beam_search_equals_brute_force(seed, vocab, length):
     first = rng.dirichlet(np.ones(vocab))
     trans = rng.dirichlet(np.ones(vocab), size=vocab)
     best, best_lp = brute_force_best(first, trans, length)
-    got = S.beam_search(markov_fn(first, trans), vocab ** length, length)[0]
+    got = beam_search(markov_fn(first, trans), vocab ** length, length)[0]
     assert got.tokens == best and got.logprob == pytest.approx(best_lp)
 
 
@@ -275,7 +276,7 @@ def test_one_beam_is_greedy(seed):
     seq = [int(np.argmax(first))]
     for _ in range(5):
         seq.append(int(np.argmax(trans[seq[-1]])))
-    assert S.beam_search(markov_fn(first, trans), 1, 6)[0].tokens == seq
+    assert beam_search(markov_fn(first, trans), 1, 6)[0].tokens == seq
 
 
 def test_length_normalisation_prefers_longer_hypotheses_when_asked():
@@ -285,9 +286,9 @@ def test_length_normalisation_prefers_longer_hypotheses_when_asked():
     fn = markov_fn(first, trans)
     final = lambda toks: toks[-1] == 2  # noqa: E731
     # raw log-probability (no normalisation) prefers the short one
-    assert S.beam_search(fn, 2, 3, final, length_penalty=0.0)[0].tokens == [2]
+    assert beam_search(fn, 2, 3, final, length_penalty=0.0)[0].tokens == [2]
     # normalised by length: log(.45)/2 > log(.5)
-    assert S.beam_search(fn, 2, 3, final, length_penalty=1.0)[0].tokens == [0, 2]
+    assert beam_search(fn, 2, 3, final, length_penalty=1.0)[0].tokens == [0, 2]
 
 
 def test_beam_search_passes_parents_so_state_can_follow_beams():
@@ -296,7 +297,7 @@ def test_beam_search_passes_parents_so_state_can_follow_beams():
     def fn(seqs, parents):
         calls.append((seqs.copy(), None if parents is None else parents.copy()))
         return np.log(np.full((max(len(seqs), 1), 3), 1 / 3))
-    S.beam_search(fn, 3, 3)
+    beam_search(fn, 3, 3)
     for (prev, _), (seqs, parents) in zip(calls, calls[1:]):
         np.testing.assert_array_equal(seqs[:, :-1], prev[parents])
 
@@ -305,4 +306,4 @@ def test_beam_search_passes_parents_so_state_can_follow_beams():
 def test_top_candidates_equal_a_full_stable_sort(raw, n):
     scores = np.asarray(raw, dtype=np.float64)  # small ints: many ties
     want = np.argsort(-scores, kind="stable")[:n]
-    np.testing.assert_array_equal(S._top_candidates(scores, min(n, scores.size)), want)
+    np.testing.assert_array_equal(_top_candidates(scores, min(n, scores.size)), want)
