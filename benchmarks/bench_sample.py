@@ -69,30 +69,43 @@ def time_generate(model, batch: int, prompt_len: int, new: int, use_cache: bool,
     return statistics.median(times), min(times), statistics.median(cpu)
 
 
-def context_sweep(model, contexts: list[int], steps: int, device: str) -> list[tuple[int, float, float]]:
-    """(context length, cached ms per step, uncached ms per step) at batch 1."""
+def cached_steps(model, tokens, n: int, steps: int, device: str, layer_steps: bool) -> list[float]:
+    """Seconds per cached decode step after a prefill of n tokens: through GPT.step (each
+    layer's array step) or, with layer_steps=False, through forward(..., kv_caches=...)."""
+    dec = Decoder(model, 1, n + steps + 1, use_cache=True)
+    if not layer_steps:
+        dec.stepper = None
+    dec.prefill(tokens[:, :n])
+    times = []
+    for i in range(steps):
+        sync(device)
+        t0 = time.perf_counter()
+        dec.step(tokens[:, n + i])
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def context_sweep(model, contexts: list[int], steps: int, device: str) -> list[tuple]:
+    """(context length, cached ms per step through GPT.step, through forward with the cache,
+    uncached ms per step) at batch 1."""
     rows = []
     rng = np.random.default_rng(2)
     V = model.config.vocab_size
     with autograd.no_grad():
         for n in contexts:
             tokens = rng.integers(0, V, (1, n + steps + 1))
-            cached, uncached = [], []
-            dec = Decoder(model, 1, n + steps + 1, use_cache=True)
-            dec.prefill(tokens[:, :n])
-            for i in range(steps):
-                sync(device)
-                t0 = time.perf_counter()
-                dec.step(tokens[:, n + i])
-                sync(device)
-                cached.append(time.perf_counter() - t0)
+            uncached = []
+            cached = cached_steps(model, tokens, n, steps, device, True)
+            forward = cached_steps(model, tokens, n, steps, device, False)
             for i in range(max(3, steps // 4)):
                 sync(device)
                 t0 = time.perf_counter()
                 model(tokens[:, :n + 1], last_only=True)
                 sync(device)
                 uncached.append(time.perf_counter() - t0)
-            rows.append((n, 1e3 * statistics.median(cached), 1e3 * statistics.median(uncached)))
+            rows.append((n, 1e3 * statistics.median(cached), 1e3 * statistics.median(forward),
+                         1e3 * statistics.median(uncached)))
     return rows
 
 
@@ -142,11 +155,12 @@ def main() -> None:
           f"uncached {TORCH_MS['uncached']} ms/token ({TORCH_MS['uncached'] / TORCH_MS['cached']:.1f}x)")
 
     print()
-    print("time per step as the context grows (batch 1; cached: one decode step; uncached: a forward "
-          "over the whole context)")
-    print(f"{'context':>8} {'cached ms':>10} {'uncached ms':>12}   (medians)")
-    for n, c, u in context_sweep(model, contexts, 20, args.device):
-        print(f"{n:>8} {c:>10.2f} {u:>12.2f}", flush=True)
+    print("time per step as the context grows (batch 1; cached: one decode step through GPT.step, the "
+          "layers' array steps; cached fwd: the same step through forward(..., kv_caches=...); uncached: a "
+          "forward over the whole context)")
+    print(f"{'context':>8} {'cached ms':>10} {'cached fwd':>11} {'uncached ms':>12}   (medians)")
+    for n, c, f, u in context_sweep(model, contexts, 20, args.device):
+        print(f"{n:>8} {c:>10.2f} {f:>11.2f} {u:>12.2f}", flush=True)
 
 
 if __name__ == "__main__":
