@@ -166,12 +166,13 @@ def perturb(n: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def mlm_batch(rng: np.random.Generator, batch_size: int, split: str = "train", mask_rate: float = 0.15):
+def mlm_batch(rng: np.random.Generator, batch_size: int, split: str = "train", mask_rate: float = 0.15,
+              unique: bool = False):
     """(ids (B, L) with masked tokens, targets (B, L): the original id where masked, else -100).
 
     True pairs only, so a masked token can be read off the other side of the <sep>. Every row
     gets at least one masked token; specials are never masked."""
-    rows = [pair_sequence(int(n), int(n)) for n in sample_numbers(rng, batch_size, split)]
+    rows = [pair_sequence(int(n), int(n)) for n in sample_numbers(rng, batch_size, split, unique)]
     ids = pad_rows(rows)
     maskable = ids >= len(SPECIALS)
     chosen = maskable & (rng.random(ids.shape) < mask_rate)
@@ -181,10 +182,10 @@ def mlm_batch(rng: np.random.Generator, batch_size: int, split: str = "train", m
     return np.where(chosen, MASK, ids), targets
 
 
-def pair_batch(rng: np.random.Generator, batch_size: int, split: str = "train"):
+def pair_batch(rng: np.random.Generator, batch_size: int, split: str = "train", unique: bool = False):
     """(ids (B, L), labels (B,)): label 1 when the words are the digits' number, 0 when one digit
     differs (half of the rows on average)."""
-    n = sample_numbers(rng, batch_size, split)
+    n = sample_numbers(rng, batch_size, split, unique)
     labels = (rng.random(batch_size) < 0.5).astype(np.int64)
     other = np.where(labels == 1, n, perturb(n, rng))
     return pad_rows([pair_sequence(int(a), int(b)) for a, b in zip(n, other)]), labels

@@ -200,3 +200,44 @@ class EncoderOnly(_Embedder):
         dev = self.device
         return (autograd.cross_entropy(token_logits, backend.to_device(np.asarray(mlm_targets), dev)),
                 autograd.cross_entropy(class_logits, backend.to_device(np.asarray(labels), dev)))
+
+
+def _group(name: str) -> str:
+    """The report group of a parameter name of Seq2Seq or EncoderOnly."""
+    if name.startswith(("src_embed", "tgt_embed", "embed.")):
+        return "embeddings"
+    if name.startswith("lm_head"):
+        return "output"
+    if ".multihead_attn." in name:
+        return "cross-attention"
+    if ".self_attn." in name:
+        return "self-attention"
+    if ".linear" in name:
+        return "feed-forward"
+    if name.startswith(("pooler", "classifier")):
+        return "heads"
+    return "norms"
+
+
+def report(model: Seq2Seq | EncoderOnly) -> str:
+    """Parameters by group and, for the translator, the numbers its decoding caches."""
+    cfg = model.config
+    counts: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        counts[_group(name)] = counts.get(_group(name), 0) + p.size
+    total = sum(counts.values())
+    layers = (f"{cfg.num_encoder_layers} encoder + {cfg.num_decoder_layers} decoder layers"
+              if isinstance(model, Seq2Seq) else f"{cfg.num_encoder_layers} encoder layers")
+    lines = [f"{type(model).__name__}: d_model={cfg.d_model} nhead={cfg.nhead} {layers} "
+             f"dim_feedforward={cfg.dim_feedforward} vocab={cfg.vocab_size} norm_first={cfg.norm_first} "
+             f"activation={cfg.activation}", f"{'group':<16}{'parameters':>12}{'share':>9}"]
+    notes = {"embeddings": " (source, target and output share one matrix)"
+             if isinstance(model, Seq2Seq) and cfg.share_embeddings and cfg.tie_output else ""}
+    lines += [f"{g:<16}{n:>12,}{100 * n / total:>8.1f}%{notes.get(g, '')}" for g, n in counts.items()]
+    lines.append(f"{'total':<16}{total:>12,}")
+    if isinstance(model, Seq2Seq):
+        per = model.cache_numbers(1, 1)["cross_attention"]
+        lines.append(f"decoding caches 2 x {cfg.num_decoder_layers} layers x {cfg.d_model} = {per:,} numbers per "
+                     f"source token (cross-attention k, v, computed once per source) and as many per "
+                     f"target token (self-attention KV cache)")
+    return "\n".join(lines)

@@ -20,7 +20,7 @@ import nn
 from gpt.files import atomic_write_text
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import translate_ids
-from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig
+from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig, report
 
 TASKS = {"translate": Seq2Seq, "encoder": EncoderOnly}
 
@@ -107,14 +107,15 @@ def evaluate_translation(model: Seq2Seq, n: int = 500, seed: int = 1, num_beams:
 
 
 def evaluate_encoder(model: EncoderOnly, n: int = 500, seed: int = 1) -> dict:
-    """Held-out masked-token accuracy (over masked positions) and true/false-pair accuracy."""
+    """Held-out masked-token accuracy (over masked positions) and true/false-pair accuracy, on n
+    distinct held-out numbers each (as the translator's evaluation)."""
     rng = np.random.default_rng(seed)
     with autograd.no_grad():
-        ids, targets = D.mlm_batch(rng, n, "held_out")
+        ids, targets = D.mlm_batch(rng, n, "held_out", unique=True)
         token_logits, _ = model(ids)
         masked = targets != -100
         mlm = float((token_logits.numpy().argmax(-1) == targets)[masked].mean())
-        pairs, labels = D.pair_batch(rng, n, "held_out")
+        pairs, labels = D.pair_batch(rng, n, "held_out", unique=True)
         _, class_logits = model(pairs)
         cls = float((class_logits.numpy().argmax(-1) == labels).mean())
     return {"masked_token_accuracy": mlm, "pair_accuracy": cls}
@@ -150,7 +151,7 @@ def train_task(task: str, model_cfg: Seq2SeqConfig, settings: TrainSettings, out
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     autograd.manual_seed(settings.seed)
     model = TASKS[task](model_cfg)
-    log(f"{task}: {type(model).__name__} with {model.num_params():,} parameters")
+    log(report(model))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     make_loss = translation_loss if task == "translate" else encoder_loss
