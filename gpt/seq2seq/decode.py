@@ -7,7 +7,7 @@ are computed once from the memory (TransformerDecoder.memory_kv) and every step 
 new target token, whose self-attention keys and values are appended to one nn.KVCache per
 layer; without it, every step runs the decoder over the whole target so far (to check the cache).
 The next token is chosen by gpt.inference.sample: SamplingConfig.next_token (temperature 0 =
-greedy) or beam_search, the sampler the GPT uses.
+greedy) or gpt.inference.beam.beam_search, the sampler the GPT uses.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gpt.inference import sample as S
+from gpt.inference.beam import beam_search
 from gpt.inference.generate import _host, inference
 from gpt.seq2seq.data import BOS, EOS, pad_rows
 
@@ -105,7 +106,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], max_new_tokens: int =
 
 def beam_translate(model, source: Sequence[int], max_new_tokens: int, num_beams: int, *,
                    use_cache: bool = True, length_penalty: float = 1.0) -> list[int]:
-    """The best beam's target ids for one source (without <eos>), by gpt.inference.sample.beam_search."""
+    """The best beam's target ids for one source (without <eos>), by gpt.inference.beam.beam_search."""
     src = np.tile(np.asarray(source, dtype=np.int64), (num_beams, 1))
     dec = Seq2SeqDecoder(model, src, max_new_tokens, use_cache)
     first = dec.logits()[:1]
@@ -120,6 +121,6 @@ def beam_translate(model, source: Sequence[int], max_new_tokens: int, num_beams:
         dec.push(np.concatenate([seqs[:, -1], np.full(num_beams - k, seqs[-1, -1])]))
         return S.log_softmax(dec.logits()[:k])
 
-    hyps = S.beam_search(logprob_fn, num_beams, max_new_tokens, lambda toks: toks[-1] == EOS, length_penalty)
+    hyps = beam_search(logprob_fn, num_beams, max_new_tokens, lambda toks: toks[-1] == EOS, length_penalty)
     tokens = hyps[0].tokens
     return tokens[:-1] if tokens and tokens[-1] == EOS else tokens
