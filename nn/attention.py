@@ -163,7 +163,7 @@ class MultiHeadAttention(Module):
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)                        # (B, Hkv, cached + T, hs) views
         if Hkv != H:  # each group of H / Hkv query heads reads one key/value head
-            k, v = (self._repeat_kv(a, autograd.broadcast_to) for a in (k, v))  # (B, H, L, hs)
+            k, v = self._repeat_kv(k), self._repeat_kv(v)       # (B, H, L, hs)
 
         p = self.attn_dropout if self.training else 0.0
         y = autograd.scaled_dot_product_attention(q, k, v, causal=self.causal, attn_mask=attn_mask,
@@ -187,17 +187,19 @@ class MultiHeadAttention(Module):
         if self.rope is not None:
             q, k = self.rope.step(q, k, pos)
         k, v = kv_cache.write(k, v)                              # (B, Hkv, pos + 1, hs) views
-        if Hkv != H:
-            k, v = (self._repeat_kv(a, xp_of(a).broadcast_to) for a in (k, v))
-        y = arrays.attention(q, k, v, causal=self.causal)        # (B, H, 1, hs)
+        # the H / Hkv query heads of a group are that many queries of one kv head (a single new
+        # position sees every cached key, so no mask), which reads the cache without repeating it
+        q = q.reshape(B, Hkv, H // Hkv, hs)                      # (B, Hkv, g, hs)
+        y = arrays.attention(q, k, v, causal=False)              # (B, Hkv, g, hs)
         return self.c_proj.step(y.reshape(B, C))                 # heads side by side
 
-    def _repeat_kv(self, a, broadcast_to):
-        """(B, Hkv, L, hs) -> (B, H, L, hs), key/value head j serving query heads j*g..j*g+g-1
-        (g = H / Hkv), for Tensors (forward) and arrays (step) alike."""
+    def _repeat_kv(self, a: Tensor) -> Tensor:
+        """(B, Hkv, L, hs) -> (B, H, L, hs): key/value head j serves query heads j*g..j*g+g-1
+        (g = H / Hkv), the grouping `step` reads from the cache without a copy."""
         B, Hkv, L, hs = a.shape
         g = self.n_head // Hkv
-        return broadcast_to(a.reshape(B, Hkv, 1, L, hs), (B, Hkv, g, L, hs)).reshape(B, self.n_head, L, hs)
+        wide = autograd.broadcast_to(a.reshape(B, Hkv, 1, L, hs), (B, Hkv, g, L, hs))  # a view
+        return wide.reshape(B, self.n_head, L, hs)
 
     def extra_repr(self) -> str:
         rope = ", rope" if self.rope is not None else ""
