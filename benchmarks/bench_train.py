@@ -1,41 +1,47 @@
-"""Training-step speed of the GPT (ms/step, tokens/s, MFU, peak memory), and optionally the
-quality of nanoGPT's character-level Tiny Shakespeare run.
+"""Training-step speed of the GPT beside PyTorch eager in the same run (ms/step, ratio, peak
+memory, the machine's load), and optionally the quality of nanoGPT's Tiny Shakespeare run.
 
-    python3 benchmarks/bench_train.py                  # configs (a) and (b), CPU
-    python3 benchmarks/bench_train.py --device cuda    # on a GPU through CuPy
-    python3 benchmarks/bench_train.py --shakespeare    # + val loss after 2,000 steps of (a)
+    python3 benchmarks/bench_train.py                     # (a) and (b) beside PyTorch, CPU
+    python3 benchmarks/bench_train.py --load 0,1          # quiet, then with one core kept busy
+    python3 benchmarks/bench_train.py --threads 1         # pool and BLAS threads (default: auto)
+    python3 benchmarks/bench_train.py --device cuda       # on a GPU through CuPy (no peer)
+    python3 benchmarks/bench_train.py --shakespeare       # + val loss after 2,000 steps of (a)
     python3 benchmarks/bench_train.py --configs "" --shakespeare --seeds 1337,1,2   # quality only
 
 (a) nanoGPT's CPU config: 4 layers, 4 heads, d=128, T=64, B=12 (vocab 65, characters).
 (b) 6 layers, 6 heads, d=384, T=256, B=8, vocab 4,096.
-A step is the whole of training: forward, backward, gradient clipping and AdamW. The table
-gives the median over the timed steps (after warm-up steps), achieved FLOP/s by the usual
-6N + 12LCT count per token, MFU against a float32 matmul measured here at start-up, and the
-peak memory one step allocates on top of the model (tracemalloc sees NumPy's buffers).
-PyTorch's numbers for the same steps on this machine are printed beside ours for reference
-(they come from the issue; PyTorch is not a dependency and is never imported).
+A step is the whole of training: forward, backward, gradient clipping and AdamW, float32. When
+PyTorch is installed (imported lazily, benchmarks/_torch_train.py: the same model in PyTorch
+eager), both run in this process on the same batches and thread count, their steps interleaved
+(ours, theirs, theirs, ours, ...) so that the machine's noise falls on both alike; the table
+gives medians and their ratio. `--load 1` starts a busy-loop process for the timed steps (one
+core taken, as by another user's job); our thread count is then what `gpt train` would choose
+on that machine (gpt/training/threads.py), PyTorch keeps its own default. Each figure comes with
+the load average and the CPU the other processes used meanwhile (from /proc), so a reader can
+judge it. Peak memory is measured in a fresh process per framework: the peak resident set over
+a few steps above the resident set of the built model (weights, gradients, optimizer state,
+activations and the framework's workspace are all in it).
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CONFIGS = {
     "a": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12, vocab_size=65),
     "b": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=8, vocab_size=4096),
 }
-# Measured in the issue with PyTorch 2.13 on this machine's CPU (2 threads, explicit T x T
-# attention, full step with AdamW), and nanoGPT itself on (a).
-PYTORCH_MS = {"a": 42.0, "b": 1225.0}
-NANOGPT = "nanoGPT on (a): 48 ms/iter; val loss 1.886 after 2,000 iterations (111 s)"
 
 
 def build(name: str, device: str):
@@ -59,66 +65,99 @@ def build(name: str, device: str):
 
 
 def make_step(model, opt, device: str):
+    """step(x, y) -> loss float: forward, backward, clip_grad_norm 1.0, AdamW, zero_grad."""
+    from autograd import backend
     from nn.optim import clip_grad_norm
 
     params = list(model.parameters())
 
     def step(x, y):
+        if device != "cpu":
+            x, y = backend.to_device(x, device), backend.to_device(y, device)
         _, loss = model(x, y)
         loss.backward()
         clip_grad_norm(params, 1.0)
         opt.step()
         opt.zero_grad()
-        return loss
+        value = float(loss.item())
+        if device != "cpu":
+            backend.cupy_module().cuda.Device().synchronize()
+        return value
 
     return step
 
 
-def sync(device: str) -> None:
-    if device != "cpu":
-        from autograd import backend
-
-        backend.cupy_module().cuda.Device().synchronize()
-
-
-def bench(name: str, device: str, steps: int, warmup: int, peak: float) -> dict:
-    from autograd import backend
-    from gpt.training.flops import flops_per_token
-
-    cfg, model, opt = build(name, device)
-    B, T, V = CONFIGS[name]["batch"], cfg.block_size, cfg.vocab_size
+def batches_for(name: str, n: int = 4) -> list:
+    """n fixed (x, y) int64 batches of config `name`, the same for both frameworks."""
+    c = CONFIGS[name]
     rng = np.random.default_rng(0)
-    batches = [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(4)]
-    if device != "cpu":
-        batches = [(backend.to_device(x, device), backend.to_device(y, device)) for x, y in batches]
-    step = make_step(model, opt, device)
+    shape = (c["batch"], c["block_size"])
+    return [(rng.integers(0, c["vocab_size"], shape), rng.integers(0, c["vocab_size"], shape)) for _ in range(n)]
+
+
+def timed(steps: dict, batches: list, repeats: int, warmup: int, exclude: tuple = ()) -> dict:
+    """Interleaved timing of the named step functions: per repeat each runs once, the order
+    reversed every other repeat. -> {name: [seconds]}, plus "_cpu" (the CPU meter's reading)."""
+    from autograd.parallel import CpuMeter
+
+    names = list(steps)
     for i in range(warmup):
-        step(*batches[i % 4])
-    sync(device)
-    times, cpu = [], []
-    for i in range(steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = step(*batches[i % 4])
-        float(loss.item())
-        sync(device)
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    mem = None
-    if device == "cpu":
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        step(*batches[0])
-        mem = (tracemalloc.get_traced_memory()[1] - base) / 2**20
-        tracemalloc.stop()
-    else:
-        cp = backend.cupy_module()
-        mem = cp.get_default_memory_pool().total_bytes() / 2**20
-    dt = statistics.median(times)
-    flops = flops_per_token(cfg, T) * B * T
-    return {"name": name, "params": model.num_params(), "ms": dt * 1e3, "tok_s": B * T / dt,
-            "gflops": flops / dt / 1e9, "mfu": flops / dt / peak, "mem_mb": mem,
-            "spread": (min(times) * 1e3, max(times) * 1e3), "steps": steps,
-            "cpu_ms": statistics.median(cpu) * 1e3}
+        for n in names:
+            steps[n](*batches[i % len(batches)])
+    times = {n: [] for n in names}
+    meter = CpuMeter().start()
+    for r in range(repeats):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter()
+            steps[n](*batches[r % len(batches)])
+            times[n].append(time.perf_counter() - t0)
+    times["_cpu"] = meter.stop(exclude)
+    return times
+
+
+def busy_loops(n: int) -> list:
+    """n processes that each keep one core busy (a Python busy loop), started by this script."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def peak_memory(framework: str, name: str, threads: int) -> float | None:
+    """Peak resident MiB of a few steps above the built model's, in a fresh process."""
+    cmd = [sys.executable, __file__, "--memory-child", f"{framework}:{name}:{threads}"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+    except (subprocess.SubprocessError, ValueError, IndexError, KeyError):
+        return None
+
+
+def _memory_child(spec: str) -> int:
+    framework, name, threads = spec.split(":")
+    step = _framework_step(framework, name, int(threads))
+    batches = batches_for(name)
+
+    def rss(field):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field)) / 1024
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")           # resets the peak resident set (VmHWM) to the current one
+    base = rss("VmRSS:")
+    for i in range(3):
+        step(*batches[i % len(batches)])
+    print(json.dumps({"peak_mib": rss("VmHWM:") - base}))
+    return 0
+
+
+def _framework_step(framework: str, name: str, threads: int):
+    if framework == "torch":
+        from _torch_train import build_torch_step
+
+        return build_torch_step(CONFIGS[name], threads)[0]
+    from autograd import parallel
+
+    parallel.set_threads(threads)
+    _, model, opt = build(name, "cpu")
+    return make_step(model, opt, "cpu")
 
 
 # Training recipes for the Shakespeare run of (a). "nanogpt" is nanoGPT's shakespeare_char
@@ -174,13 +213,78 @@ def _estimate_std(model, tokens, B: int, T: int, n: int, seed: int, pool: int = 
     return float(np.std(per_batch, ddof=1) / np.sqrt(n))
 
 
+def speed_tables(args) -> None:
+    """Time each config of args.configs under each load of args.load, beside PyTorch."""
+    from _torch_train import build_torch_step, torch_module
+    from autograd import parallel
+    from gpt.training.threads import choose_threads
+
+    torch = torch_module() if args.device == "cpu" and not args.no_torch else None
+    for load in (int(v) for v in args.load.split(",")):
+        loops = busy_loops(load)
+        try:
+            time.sleep(0.5 if load else 0.0)
+            ours = args.threads or choose_threads()
+            theirs = args.torch_threads or parallel.cpu_count()
+            parallel.set_threads(ours)
+            print(f"\n## {load} busy-loop process(es); our threads {ours} (pool and BLAS), PyTorch's "
+                  f"{theirs}; load average {_loadavg()}")
+            print(f"| config | ours ms | PyTorch ms | ratio | ours min..max | PyTorch min..max | others' CPU |")
+            print("|---|---|---|---|---|---|---|")
+            for name in args.configs:
+                steps = {"ours": make_step(*build(name, args.device)[1:], args.device)}
+                if torch is not None:
+                    steps["torch"] = build_torch_step(CONFIGS[name], theirs)[0]
+                reps = args.steps_a if name == "a" else args.steps_b
+                t = timed(steps, batches_for(name), reps, args.warmup, tuple(p.pid for p in loops))
+                _row(name, t)
+                del steps
+        finally:
+            for p in loops:
+                p.kill()
+                p.wait()
+    print(f"\nload average after: {_loadavg()}")
+    if args.memory and args.device == "cpu":
+        print("\n| config | ours peak MiB | PyTorch peak MiB | ratio |\n|---|---|---|---|")
+        for name in args.configs:
+            ours = peak_memory("ours", name, args.threads or 2)
+            theirs = peak_memory("torch", name, args.threads or 2) if torch is not None else None
+            ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
+            print(f"| ({name}) | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
+
+
+def _row(name: str, t: dict) -> None:
+    cpu = t["_cpu"]
+    med = {n: statistics.median(v) * 1e3 for n, v in t.items() if n != "_cpu"}
+    span = {n: f"{min(v) * 1e3:.0f}..{max(v) * 1e3:.0f}" for n, v in t.items() if n != "_cpu"}
+    ratio = f"{med['ours'] / med['torch']:.2f}x" if "torch" in med else "-"
+    others = "-" if cpu["others"] is None else f"{cpu['others']:.2f} cores (+{cpu['excluded']:.2f} busy loop)"
+    print(f"| ({name}) x{len(t['ours'])} | {med['ours']:.1f} | {_fmt(med.get('torch'))} | {ratio} | "
+          f"{span['ours']} | {span.get('torch', '-')} | {others} |")
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _loadavg() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--configs", default="ab", help="which configs to time (default: ab)")
-    ap.add_argument("--steps-a", type=int, default=30)
-    ap.add_argument("--steps-b", type=int, default=5)
+    ap.add_argument("--steps-a", type=int, default=30, help="timed steps of (a), each framework")
+    ap.add_argument("--steps-b", type=int, default=6, help="timed steps of (b), each framework")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--load", default="0", help="busy-loop processes during the timing, a list: 0,1")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="our pool and BLAS threads (default: gpt train's own choice)")
+    ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: all cores)")
+    ap.add_argument("--no-torch", action="store_true", help="time ours only")
+    ap.add_argument("--memory", action="store_true", help="also peak memory, in fresh processes")
+    ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--shakespeare", action="store_true",
                     help="also train (a) for 2,000 steps on ../shared/data/tinyshakespeare.txt")
     ap.add_argument("--shakespeare-steps", type=int, default=2000)
@@ -190,32 +294,15 @@ def main(argv=None) -> int:
     ap.add_argument("--text", default=str(Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"))
     ap.add_argument("--work", default="runs/bench", help="folder for the Shakespeare data and run")
     args = ap.parse_args(argv)
+    if args.memory_child:
+        return _memory_child(args.memory_child)
     unknown = set(args.recipes.split(",")) - set(RECIPES)
     if unknown:
         ap.error(f"unknown recipe(s) {', '.join(sorted(unknown))}; known: {', '.join(RECIPES)}")
-
-    from gpt.training.flops import measure_peak_flops
-
-    peak = measure_peak_flops(args.device)
-    print(f"device {args.device}; float32 matmul peak measured here: {peak / 1e9:.0f} GFLOP/s "
-          "(MFU is against this)")
-    import os
-
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (a busy machine slows every column; "
-          "'CPU ms' is the process's CPU time per step)")
-    print(f"{'config':<8}{'params':>12}{'ms/step':>10}{'min..max':>16}{'CPU ms':>9}{'tokens/s':>11}{'GFLOP/s':>9}"
-          f"{'MFU':>7}{'peak MB':>9}{'PyTorch ms':>12}{'ratio':>7}")
-    for name in args.configs:
-        r = bench(name, args.device, args.steps_a if name == "a" else args.steps_b, args.warmup, peak)
-        ref = PYTORCH_MS[name] if args.device == "cpu" else float("nan")
-        lo, hi = r["spread"]
-        spread = f"{lo:.0f}..{hi:.0f}"
-        print(f"({name}){'':<5}{r['params']:>12,}{r['ms']:>10.1f}{spread:>16}{r['cpu_ms']:>9.1f}"
-              f"{r['tok_s']:>11,.0f}{r['gflops']:>9.1f}{r['mfu']:>7.1%}{r['mem_mb']:>9.1f}"
-              f"{ref:>12.0f}{r['ms'] / ref:>6.2f}x")
-    print(f"PyTorch 2.13 CPU reference (issue): (a) {PYTORCH_MS['a']:.0f} ms/step, (b) {PYTORCH_MS['b']:.0f} "
-          f"ms/step at ~134 GFLOP/s; {NANOGPT}")
+    if args.configs:
+        print(f"device {args.device}; {os.cpu_count()} CPUs; NumPy {np.__version__}; medians of interleaved "
+              "steps; ratio = ours / PyTorch (< 1: ours is faster)")
+        speed_tables(args)
     if args.shakespeare:
         path = Path(args.text)
         if not path.is_file():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd import cuda as _cuda
+from autograd import parallel
 from autograd.backend import xp_of
 from autograd.function import Function
 
@@ -117,44 +118,60 @@ class ReLU(Function):
         return (g * (self.out > 0),)
 
 
+def _gelu_tanh_forward(x, t, y) -> None:
+    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
+    xp = xp_of(x)
+    xp.multiply(x, x, out=t)
+    t *= 0.044715
+    t += 1.0
+    t *= x
+    t *= _SQRT_2_OVER_PI
+    xp.tanh(t, out=t)
+    xp.add(t, 1.0, out=y)
+    y *= x
+    y *= 0.5
+
+
+def _gelu_tanh_backward(g, x, t, d) -> None:
+    """d = g * dgelu/dx, into d: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
+    xp = xp_of(x)
+    xp.multiply(x, x, out=d)
+    d *= 0.134145
+    d += 1.0
+    d *= x
+    d *= 0.5 * _SQRT_2_OVER_PI
+    s = xp.multiply(t, t, out=xp.empty_like(t))   # a block's scratch (all of t off the pool)
+    xp.subtract(1.0, s, out=s)
+    d *= s
+    xp.add(t, 1.0, out=s)
+    s *= 0.5
+    d += s
+    d *= g
+
+
 @_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")
 class GELUTanh(Function):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's approximation.
 
     Written as in-place updates of arrays this op owns: on a (N, 4C) MLP activation every
-    temporary is a full-size array, and fewer of them is most of this op's time and memory.
+    temporary is a full-size array, and fewer of them is most of this op's time and memory. On
+    the CPU the passes run block by block of rows on autograd.parallel's threads, each block in
+    cache from the first pass to the last.
     """
 
     def forward(self, x):
         xp = xp_of(x)
-        t = xp.multiply(x, x, out=xp.empty_like(x))  # out=: stays an array even for 0-d x
-        t *= 0.044715
-        t += 1.0
-        t *= x
-        t *= _SQRT_2_OVER_PI
-        xp.tanh(t, out=t)                     # t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+        t, y = xp.empty_like(x), xp.empty_like(x)   # arrays even for 0-d x
+        parallel.map_rows(_gelu_tanh_forward, x, t, y)
         self.x, self.t = x, t
-        y = xp.add(t, 1.0, out=xp.empty_like(t))
-        y *= x
-        y *= 0.5
         return y
 
     def backward(self, g):
         xp = xp_of(g)
-        x, t = self.x, self.t
-        # d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-        d = xp.multiply(x, x, out=xp.empty_like(x))
-        d *= 0.134145
-        d += 1.0
-        d *= x
-        d *= 0.5 * _SQRT_2_OVER_PI
-        s = xp.multiply(t, t, out=xp.empty_like(t))
-        xp.subtract(1.0, s, out=s)
-        d *= s
-        xp.add(t, 1.0, out=s)
-        s *= 0.5
-        d += s
-        d *= g
+        d = xp.empty_like(self.x)
+        if g.shape != d.shape or g.dtype != d.dtype:
+            g = xp.broadcast_to(g, d.shape).astype(d.dtype)
+        parallel.map_rows(_gelu_tanh_backward, g, self.x, self.t, d)
         return (d,)
 
 

@@ -14,6 +14,7 @@ j <= i + (Tk - Tq), so one decode step against a KV cache (Tq = 1) sees every ca
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from autograd import backend
 from autograd import cuda as _cuda
+from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops.softmax import softmax_array
@@ -28,7 +30,24 @@ from autograd.ops.softmax import softmax_array
 
 def causal_mask(Tq: int, Tk: int, xp=np):
     """Bool (Tq, Tk), True where query i may attend key j (j <= i + Tk - Tq)."""
+    if xp is np:
+        return _host_causal_mask(Tq, Tk)
     return xp.tril(xp.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
+
+
+@functools.lru_cache(maxsize=16)
+def _host_causal_mask(Tq: int, Tk: int):
+    """causal_mask on the host, built once per (Tq, Tk) and read-only (every forward reads it)."""
+    m = np.tril(np.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
+    m.flags.writeable = False
+    return m
+
+
+def _blocks(q, attn_mask, dropout_p) -> bool:
+    """Whether attention runs as blocks of the batch on the thread pool: NumPy arrays, no dropout
+    and no extra mask (each block is then independent), and a batch axis to split."""
+    return (type(q) is np.ndarray and dropout_p == 0.0 and attn_mask is None and q.ndim > 2
+            and q.shape[0] > 1 and parallel.threads() > 1)
 
 
 def _uniform(shape, dtype, array, generator):
@@ -44,6 +63,9 @@ class ScaledDotProductAttention(Function):
         xp = xp_of(q)
         Tq, Tk = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        self.scale, self.dropout_p = scale, dropout_p
+        if _blocks(q, attn_mask, dropout_p):
+            return self._forward_blocks(q, k, v, causal)
         # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk).
         s = xp.matmul(q * q.dtype.type(scale), k.swapaxes(-1, -2))  # (B, H, Tq, Tk)
         blocked = None                                           # True where attention is not allowed
@@ -62,12 +84,62 @@ class ScaledDotProductAttention(Function):
         else:
             out = xp.matmul(p, v)                                # (B, H, Tq, hv)
         self.q, self.k, self.v, self.p, self.out = q, k, v, p, out
-        self.scale, self.dropout_p = scale, dropout_p
         return out
+
+    def _forward_blocks(self, q, k, v, causal):
+        """The forward above, block by block of the first axis on the pool: a block's scores
+        (its (H, Tq, Tk) slice) are masked, normalised and multiplied by v while still in cache."""
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        blocked = ~causal_mask(Tq, Tk) if causal and Tq > 1 else None
+        s = np.empty(q.shape[:-1] + (Tk,), dtype=q.dtype)             # (B, H, Tq, Tk)
+        out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)    # (B, H, Tq, hv)
+        scale = q.dtype.type(self.scale)
+
+        def block(lo, hi):
+            sb = s[lo:hi]
+            np.matmul(q[lo:hi] * scale, k[lo:hi].swapaxes(-1, -2), out=sb)
+            if blocked is not None:
+                np.copyto(sb, sb.dtype.type(-np.inf), where=blocked)
+            softmax_array(sb, axis=-1, out=sb)
+            np.matmul(sb, v[lo:hi], out=out[lo:hi])
+
+        parallel.for_chunks(block, q.shape[0], step=1)
+        self.q, self.k, self.v, self.p, self.out = q, k, v, s, out
+        return out
+
+    def _backward_blocks(self, g):
+        """backward without dropout, block by block of the first axis on the pool."""
+        q, k, v, p, o = self.q, self.k, self.v, self.p, self.out
+        nq, nk, nv = self.needs_input_grad
+        gq = np.empty_like(q) if nq else None
+        gk = np.empty_like(k) if nk else None
+        gv = np.empty_like(v) if nv else None
+        post = p.dtype.type(self.scale)
+
+        def block(lo, hi):
+            pb, gb = p[lo:hi], g[lo:hi]
+            if nv:
+                np.matmul(pb.swapaxes(-1, -2), gb, out=gv[lo:hi])          # (b, H, Tk, hv)
+            if not (nq or nk):
+                return
+            ds = np.matmul(gb, v[lo:hi].swapaxes(-1, -2))                 # (b, H, Tq, Tk)
+            ds -= (gb * o[lo:hi]).sum(axis=-1, keepdims=True, dtype=acc_dtype(gb.dtype))   # dP - D
+            ds *= pb
+            if nq:
+                np.matmul(ds, k[lo:hi], out=gq[lo:hi])
+                gq[lo:hi] *= post
+            if nk:
+                np.matmul(ds.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
+                gk[lo:hi] *= post
+
+        parallel.for_chunks(block, q.shape[0], step=1)
+        return gq, gk, gv
 
     def backward(self, g):
         xp = xp_of(g)
         q, k, v, p = self.q, self.k, self.v, self.p
+        if self.dropout_p == 0.0 and type(g) is np.ndarray and self.p.shape[0] > 1 and parallel.threads() > 1:
+            return self._backward_blocks(g)
         nq, nk, nv = self.needs_input_grad
         dropout = self.dropout_p > 0.0
         inv_keep = p.dtype.type(1.0 / (1.0 - self.dropout_p)) if dropout else None

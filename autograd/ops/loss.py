@@ -17,6 +17,7 @@ import numpy as np
 
 from autograd import backend
 from autograd import cuda as _cuda
+from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops.index import check_ids
@@ -35,9 +36,27 @@ def _row_blocks(N: int, V: int):
     return [(lo, min(N, lo + step)) for lo in range(0, N, step)]
 
 
+def _on_pool(x2) -> bool:
+    """Whether the row blocks run on autograd.parallel's threads (large float32/64 NumPy logits)."""
+    return type(x2) is np.ndarray and x2.dtype in (np.float32, np.float64) and parallel.threads() > 1
+
+
 def _logsumexp_rows(x2):
     """log(sum(exp(x2), axis=1)) as (N, 1) in acc_dtype(x2.dtype), stable, in row blocks."""
     xp = xp_of(x2)
+    if _on_pool(x2):
+        lse = np.empty((x2.shape[0], 1), dtype=x2.dtype)
+
+        def block(lo, hi):
+            xb = x2[lo:hi]
+            m = xb.max(axis=1, keepdims=True)
+            e = np.subtract(xb, m)
+            np.exp(e, out=e)
+            np.log(e.sum(axis=1, keepdims=True), out=lse[lo:hi])
+            lse[lo:hi] += m
+
+        parallel.for_chunks(block, x2.shape[0], x2.shape[1])
+        return lse
     lse = x2.max(axis=1, keepdims=True).astype(acc_dtype(x2.dtype), copy=False)   # (N, 1), the shift
     for lo, hi in _row_blocks(*x2.shape):
         e = xp.subtract(x2[lo:hi], lse[lo:hi])
@@ -89,9 +108,6 @@ class CrossEntropy(Function):
     def backward(self, g):
         xp = xp_of(g)
         x2, valid = self.x2, self.valid
-        gx = _softmax_rows(x2, self.lse)                       # (N, V), becomes the gradient
-        rows = xp.arange(x2.shape[0])
-        gx[rows, self.safe_t] -= 1
         if self.reduction == "none":
             scale = g.reshape(-1) * valid
         elif self.reduction == "sum":
@@ -99,8 +115,28 @@ class CrossEntropy(Function):
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 scale = xp.where(valid, g / self.count, 0)
-        gx *= scale.astype(gx.dtype, copy=False)[:, None]
+        scale = scale.astype(x2.dtype, copy=False)[:, None]   # (N, 1)
+        if _on_pool(x2):
+            return self._backward_rows(scale), None
+        gx = _softmax_rows(x2, self.lse)                       # (N, V), becomes the gradient
+        rows = xp.arange(x2.shape[0])
+        gx[rows, self.safe_t] -= 1
+        gx *= scale
         return gx.reshape(self.shape), None
+
+    def _backward_rows(self, scale):
+        """(softmax(x) - onehot(t)) * scale as blocks of rows on the pool."""
+        x2, lse, t = self.x2, self.lse, self.safe_t
+        gx = np.empty_like(x2)
+
+        def block(lo, hi):
+            gb = np.subtract(x2[lo:hi], lse[lo:hi], out=gx[lo:hi])
+            np.exp(gb, out=gb)
+            gb[np.arange(hi - lo), t[lo:hi]] -= 1
+            gb *= scale[lo:hi]
+
+        parallel.for_chunks(block, x2.shape[0], x2.shape[1])
+        return gx.reshape(self.shape)
 
 
 def _targets_array(targets: Any, logits) -> Any:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd.function import Function, unbroadcast
+from autograd.parallel import matmul as _mm
 from autograd.ops._util import binary_operands
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 def _rows_times(x, w):
     """x (..., K) @ w (K, N) -> (..., N), as one 2-D product when x is contiguous."""
     if x.ndim > 2 and x.flags.c_contiguous:
-        return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
-    return x @ w
+        return _mm(x.reshape(-1, x.shape[-1]), w).reshape(x.shape[:-1] + (w.shape[-1],))
+    return _mm(x, w)
 
 
 def _shaped(x, shape):
@@ -47,7 +48,7 @@ class MatMul(Function):
         if b.ndim == 2:
             out = _rows_times(a, b)
         else:
-            out = a @ b
+            out = _mm(a, b)
         if len(self.a_shape) == 1:
             out = out.reshape(out.shape[:-2] + out.shape[-1:])
         if len(self.b_shape) == 1:
@@ -66,18 +67,18 @@ class MatMul(Function):
             if b.ndim == 2:
                 ga = _rows_times(g, b.T)            # (..., N) @ (N, K)
             else:
-                ga = g @ b.swapaxes(-1, -2)
+                ga = _mm(g, b.swapaxes(-1, -2))
             ga = _shaped(unbroadcast(ga, a.shape), self.a_shape)
         if self.needs_input_grad[1]:
             if b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous:
                 # b is a transposed view (a tied output head, wte.T): give its gradient the same
                 # layout, so the transpose back to the weight is C-ordered and adds to the
                 # embedding's gradient at full speed (a C + F add is ~30x slower).
-                gb = (_flat_rows(g).T @ _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
+                gb = _mm(_flat_rows(g).T, _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
             elif b.ndim == 2 and a.ndim > 2:
-                gb = _flat_rows(a).T @ _flat_rows(g)  # (K, rows) @ (rows, N): one product
+                gb = _mm(_flat_rows(a).T, _flat_rows(g))  # (K, rows) @ (rows, N): one product
             else:
-                gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
+                gb = unbroadcast(_mm(a.swapaxes(-1, -2), g), b.shape)
             gb = _shaped(gb, self.b_shape)
         return ga, gb
 
@@ -114,7 +115,7 @@ class Linear(Function):
         x, w = self.x, self.w
         need = self.needs_input_grad
         gx = _rows_times(g, w.T) if need[0] else None                          # (..., K)
-        gw = _flat_rows(x).T @ _flat_rows(g) if need[1] else None               # (K, N)
+        gw = _mm(_flat_rows(x).T, _flat_rows(g)) if need[1] else None           # (K, N)
         if not self.has_bias:
             return gx, gw
         gb = _flat_rows(g).sum(axis=0) if need[2] else None                     # (N,)

@@ -12,9 +12,19 @@ statistics and the weight and bias gradients are computed in float32 for float16
 """
 from __future__ import annotations
 
+import numpy as np
+
 from autograd import cuda as _cuda
+from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
+
+
+def _on_pool(x) -> bool:
+    """Whether a norm of x runs as row blocks on autograd.parallel's threads: a large
+    C-contiguous float32/float64 NumPy array and a pool to run on."""
+    return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous
+            and x.ndim > 1 and parallel.threads() > 1 and x.size >= parallel.MIN_PARALLEL)
 
 
 def _row_sum(a, C: int):
@@ -43,6 +53,8 @@ class _Norm(Function):
         self.has_w, self.has_b = has_w, has_b
 
     def backward(self, g):
+        if _on_pool(self.xhat) and type(g) is np.ndarray and g.flags.c_contiguous and g.dtype == self.xhat.dtype:
+            return self._backward_rows(g)
         xp = xp_of(g)
         xhat, rstd, w = self.xhat, self.rstd, self.w
         C = xhat.shape[-1]
@@ -71,6 +83,64 @@ class _Norm(Function):
         return tuple(grads)
 
 
+    def _backward_rows(self, g):
+        """backward as blocks of rows on the pool: every pass over a block while it is in
+        cache; the weight and bias gradients are per-block sums added in row order."""
+        xhat, rstd, w, centered = self.xhat, self.rstd, self.w, self.centered
+        C = xhat.shape[-1]
+        g2, xh2, r2 = g.reshape(-1, C), xhat.reshape(-1, C), rstd.reshape(-1, 1)
+        needs = self.needs_input_grad
+        gx = np.empty_like(g2) if needs[0] else None
+
+        def block(lo, hi):
+            gb, xb = g2[lo:hi], xh2[lo:hi]
+            gxx = gb * xb                                        # g * xhat
+            sums = np.concatenate([gxx.sum(axis=0), gb.sum(axis=0)])   # (2C,): dw, db parts
+            if gx is not None:
+                gh = gx[lo:hi]                                   # dL/dxhat, then dL/dx
+                if w is not None:
+                    np.multiply(gb, w, out=gh)
+                else:
+                    np.copyto(gh, gb)
+                mean_gh = gh.mean(axis=-1, keepdims=True) if centered else None
+                if w is not None:
+                    gxx *= w                                     # gh * xhat
+                coef = gxx.mean(axis=-1, keepdims=True)
+                np.multiply(xb, coef, out=gxx)
+                gh -= gxx
+                if mean_gh is not None:
+                    gh -= mean_gh
+                gh *= r2[lo:hi]
+            return sums
+
+        sums = parallel.sum_rows(block, g2.shape[0], C)
+        grads = [gx.reshape(g.shape) if gx is not None else None] + [None] * (len(needs) - 1)
+        if self.has_w and needs[1]:
+            grads[1] = sums[:C]
+        if self.has_b and needs[1 + self.has_w]:
+            grads[1 + self.has_w] = sums[C:]
+        return tuple(grads)
+
+
+def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
+    """LayerNorm of rows x (n, C) into xhat, rstd (n, 1) and y (one block of rows)."""
+    np.subtract(x, x.mean(axis=-1, keepdims=True), out=xhat)
+    sq = np.square(xhat)
+    var = sq.mean(axis=-1, keepdims=True)
+    var += eps
+    np.sqrt(var, out=var)
+    np.reciprocal(var, out=rstd)
+    xhat *= rstd
+    if y is None:
+        return
+    if w is not None:
+        np.multiply(xhat, w, out=y)
+    else:
+        np.copyto(y, xhat)
+    if b is not None:
+        y += b
+
+
 @_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=True)
 class LayerNorm(_Norm):
     centered = True
@@ -79,6 +149,15 @@ class LayerNorm(_Norm):
         xp = xp_of(x)
         w = params[0] if has_w else None
         b = params[-1] if has_b else None
+        if _on_pool(x):
+            xhat, rstd = np.empty_like(x), np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+            y = np.empty_like(x) if (w is not None or b is not None) else None
+            if y is None:
+                parallel.map_rows(lambda *a: _layer_norm_rows(*a, None, w, b, eps), x, xhat, rstd)
+            else:
+                parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
+            self._save(xhat, rstd, w, has_w, has_b)
+            return xhat if y is None else y
         acc = acc_dtype(x.dtype)
         xc = x - x.mean(axis=-1, keepdims=True, dtype=acc)       # (..., C), owned (float32 for float16 x)
         var = xp.square(xc).mean(axis=-1, keepdims=True)         # (..., 1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+import numpy as np
+
 from nn.optim.optimizer import Optimizer
 
 
@@ -45,6 +47,15 @@ class AdamW(Optimizer):
         if _use_fused(p):  # CuPy arrays: one fused kernel per parameter (autograd/cuda/elementwise.py)
             from autograd.cuda.elementwise import adamw_update
             return adamw_update(p, g, m, v, lr, b1, b2, eps, wd, t)
+        _adamw_arrays(p, g, m, v, lr, b1, b2, eps, wd, t)
+
+
+def _adamw_arrays(p, g, m, v, lr, b1, b2, eps, wd, t) -> None:
+    """The update of the class docstring on backend arrays, in place; NumPy arrays in blocks on
+    autograd.parallel's threads (each block's passes in cache, one block-sized scratch)."""
+    from autograd import parallel
+
+    def update(p, g, m, v):
         xp = _xp(p)
         if wd:
             p *= 1.0 - lr * wd
@@ -61,6 +72,14 @@ class AdamW(Optimizer):
         xp.divide(m, tmp, out=tmp)
         tmp *= -lr / (1.0 - b1 ** t)
         p += tmp
+
+    if parallel.threads() > 1 and p.size >= parallel.MIN_PARALLEL and all(
+            type(a) is np.ndarray and a.flags.c_contiguous for a in (p, g, m, v)):
+        # rows of 1024 elements where the size allows (else one row: one block)
+        flat = [a.reshape(-1, 1024) if a.size % 1024 == 0 else a.reshape(1, -1) for a in (p, g, m, v)]
+        parallel.map_rows(update, *flat)
+    else:
+        update(p, g, m, v)
 
 
 def _use_fused(a) -> bool:

@@ -1,0 +1,264 @@
+"""Threads on the CPU: a small pool that splits NumPy work into row chunks, and OpenBLAS's threads.
+
+NumPy releases the GIL inside a ufunc or reduction on large arrays, so an elementwise kernel, a
+row-wise softmax or norm, or the AdamW update, cut into chunks along the leading axis, runs on
+every core from plain Python threads. `for_chunks(fn, n)` calls fn(lo, hi) over chunks of the
+rows 0..n: the caller's thread and the pool's threads take the next chunk as they come free, so
+a thread slowed by another process on its core takes fewer chunks instead of holding up the
+rest (an even split would wait for the slowest thread). Chunks are small enough (~64 Ki
+elements, a few hundred KiB) that every pass of a multi-pass kernel over one chunk stays in
+the core's cache.
+
+`set_threads(n)` sets both the pool's size and OpenBLAS's threads (the BLAS NumPy loaded, found
+through /proc/self/maps and set the way threadpoolctl does; elsewhere only the pool changes).
+The default is 1 (no pool) until someone calls it: `gpt train` chooses by itself from the
+cores it finds free (gpt/training/threads.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy as np
+
+CHUNK_ELEMENTS = 1 << 16   # elements per chunk: a multi-pass kernel's chunk stays in L2
+MIN_PARALLEL = 1 << 17     # below this many elements the pool's wake-up costs more than it saves
+
+_threads = 1
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+_BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                 "openblas_set_num_threads64_", "openblas_set_num_threads")
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _openblas():
+    """(set, get) of the OpenBLAS NumPy has loaded, or None (another BLAS, or no /proc)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _BLAS_SETTERS:
+            if hasattr(lib, name):
+                setter = getattr(lib, name)
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter = getattr(lib, name.replace("set_num", "get_num"), None)
+                if getter is not None:
+                    getter.argtypes, getter.restype = [], ctypes.c_int
+                return setter, getter
+    return None
+
+
+def blas_threads() -> int | None:
+    """OpenBLAS's thread count now, or None where it cannot be read."""
+    found = _openblas()
+    if found is None or found[1] is None:
+        return None
+    return int(found[1]())
+
+
+def set_blas_threads(n: int) -> bool:
+    """Make OpenBLAS use n threads from now on; False where NumPy's BLAS is not reachable."""
+    found = _openblas()
+    if found is None:
+        return False
+    found[0](max(1, int(n)))
+    return True
+
+
+def threads() -> int:
+    """Threads the pool's work runs on (the caller's included)."""
+    return _threads
+
+
+def set_threads(n: int, blas: int | None = None) -> None:
+    """Run chunked work, matrix products included, on n threads (the caller's plus n - 1 pool
+    threads), and OpenBLAS on `blas` threads (default 1: the pool splits the products itself,
+    which a busy core cannot stall the way OpenBLAS's even split is stalled)."""
+    global _threads, _pool
+    n = max(1, int(n))
+    with _lock:
+        if n != _threads:
+            old, _pool = _pool, (ThreadPoolExecutor(n - 1, thread_name_prefix="autograd") if n > 1 else None)
+            _threads = n
+            if old is not None:
+                old.shutdown(wait=False)
+    set_blas_threads(1 if blas is None else blas)
+
+
+def chunk_rows(n_rows: int, row_elements: int) -> int:
+    """Rows per chunk for rows of `row_elements` elements (at least 1)."""
+    return max(1, CHUNK_ELEMENTS // max(1, row_elements))
+
+
+def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 1,
+               step: int | None = None) -> None:
+    """Call fn(lo, hi) for consecutive row ranges covering 0..n_rows, on the pool's threads when
+    the work is large (n_rows * row_elements >= MIN_PARALLEL), else once as fn(0, n_rows).
+    Ranges hold `step` rows (default: about CHUNK_ELEMENTS elements). fn must write disjoint
+    outputs per range; its exceptions are raised here."""
+    pool = _pool
+    if pool is None or n_rows < 2 or n_rows * row_elements < MIN_PARALLEL:
+        fn(0, n_rows)
+        return
+    step = step or chunk_rows(n_rows, row_elements)
+    bounds = [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+    take = itertools.count()   # next() on a count is atomic under the GIL: a shared work queue
+    n = len(bounds)
+
+    def worker():
+        for i in take:
+            if i >= n:
+                return
+            fn(*bounds[i])
+
+    futures = [pool.submit(worker) for _ in range(min(_threads - 1, n - 1))]
+    worker()
+    for f in futures:
+        f.result()
+
+
+GEMM_MIN_FLOPS = 1 << 23   # smaller products run as one BLAS call
+
+
+def matmul(a, b, out=None):
+    """a @ b, split across the pool for NumPy arrays: 2-D products by blocks of the larger output
+    side (rows of a, or columns of b), batched ones (equal batch shapes) by blocks of the first
+    batch axis. Each block is one single-threaded BLAS call (set_threads leaves OpenBLAS one
+    thread when the pool has several), taken from the shared queue, so a core slowed by another
+    process takes fewer blocks instead of holding up the product. Other arrays (CuPy), small
+    products and broadcasting shapes go to the backend's matmul unchanged."""
+    if not (type(a) is np.ndarray and type(b) is np.ndarray):
+        return a @ b if out is None else _xp_matmul(a, b, out)
+    if (_pool is None or a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
+            or a.shape[-1] != b.shape[-2] or (a.ndim > 2 and a.shape[0] < 2)):
+        return np.matmul(a, b, out=out)
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    if 2 * a.size * N < GEMM_MIN_FLOPS:
+        return np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(a.shape[:-1] + (N,), dtype=np.result_type(a.dtype, b.dtype))
+    parts = 4 * _threads
+    if a.ndim > 2:                       # (n, ..., M, K) @ (n, ..., K, N): blocks of the first axis
+        n = a.shape[0]
+        for_chunks(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), n, 1 << 30,
+                   max(1, -(-n // parts)))
+    elif M >= N:                         # blocks of rows
+        for_chunks(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), M, 1 << 30,
+                   max(32, -(-M // parts)))
+    else:                                # blocks of columns
+        for_chunks(lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]), N, 1 << 30,
+                   max(32, -(-N // parts)))
+    return out
+
+
+def _xp_matmul(a, b, out):
+    from autograd.backend import xp_of
+
+    return xp_of(a).matmul(a, b, out=out)
+
+
+class CpuMeter:
+    """CPU time of this process and of everything else on the machine between start() and
+    stop(), from /proc (Linux); elsewhere the readings are None."""
+
+    def start(self) -> "CpuMeter":
+        self._t0, self._j0 = _now(), _jiffies()
+        return self
+
+    def stop(self, exclude: tuple = ()) -> dict:
+        """{"self": cores this process used, "others": cores every other process used (minus
+        the pids in `exclude`, reported as "excluded"), "seconds": wall time}."""
+        t1, j1 = _now(), _jiffies(exclude)
+        dt = max(t1 - self._t0, 1e-9)
+        if self._j0 is None or j1 is None:
+            return {"self": None, "others": None, "excluded": None, "seconds": dt}
+        j0 = self._j0
+        hz = os.sysconf("SC_CLK_TCK")
+        mine, busy = (j1[1] - j0[1]) / hz, (j1[0] - j0[0]) / hz
+        excl = sum(j1[2].values()) / hz - sum(j0[2].get(p, 0) for p in j1[2]) / hz
+        return {"self": mine / dt, "others": max(0.0, busy - mine - excl) / dt,
+                "excluded": excl / dt, "seconds": dt}
+
+
+def _now() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+def _pid_jiffies(pid) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])   # utime + stime (all threads)
+
+
+def _jiffies(exclude: tuple = ()):
+    """(busy jiffies of all CPUs, this process's jiffies, {pid: jiffies} of `exclude`) or None."""
+    try:
+        with open("/proc/stat") as f:
+            cpu = [int(v) for v in f.readline().split()[1:]]
+        busy = sum(cpu[:8]) - cpu[3] - cpu[4]   # all but idle and iowait
+        excl = {}
+        for pid in exclude:
+            try:
+                excl[pid] = _pid_jiffies(pid)
+            except OSError:
+                pass
+        return busy, _pid_jiffies("self"), excl
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def other_cpu_use(seconds: float = 0.3) -> float | None:
+    """Cores that other processes kept busy over the next `seconds` (sleeps that long), or None."""
+    import time
+
+    meter = CpuMeter().start()
+    time.sleep(seconds)
+    return meter.stop()["others"]
+
+
+def map_rows(fn: Callable, *arrays) -> None:
+    """fn(*blocks) over blocks of rows of the arrays, each seen as (rows, its last axis): all must
+    have the same number of rows (an (..., C) array and its (..., 1) row statistics, say). On the
+    pool when the arrays are large C-contiguous NumPy arrays, else one call fn(*arrays)."""
+    if _pool is None or not all(type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
+        fn(*arrays)
+        return
+    views = [a.reshape(-1, a.shape[-1]) for a in arrays]
+    n = views[0].shape[0]
+    for_chunks(lambda lo, hi: fn(*[v[lo:hi] for v in views]), n, views[0].shape[1])
+
+
+def sum_rows(fn: Callable, n_rows: int, row_elements: int):
+    """The sum over row blocks lo..hi of fn(lo, hi) (an array), blocks run on the pool and added
+    in row order (the same result whichever thread ran which block)."""
+    parts: dict = {}
+
+    def run(lo, hi):
+        parts[lo] = fn(lo, hi)
+
+    for_chunks(run, n_rows, row_elements)
+    keys = sorted(parts)
+    total = parts[keys[0]]
+    for k in keys[1:]:
+        total = total + parts[k]
+    return total
