@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import autograd
-from autograd import Tensor
 from gpt.cli import main
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import Seq2SeqDecoder, translate_ids
@@ -16,7 +15,7 @@ from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig
 from gpt.seq2seq.train import TrainSettings, evaluate_encoder, load_run, train_task
 from nn.transformer_layout import to_torch_state_dict
 from tests.nn.gradcheck_util import check_gradients
-from tests.nn.test_transformer import act_fn, additive, randomise, transformer_ref
+from tests.nn.test_transformer import act_fn, randomise, transformer_ref
 
 
 @pytest.fixture(autouse=True)

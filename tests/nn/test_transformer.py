@@ -47,7 +47,7 @@ def mha(q_in, kv_in, sd, p, H, bias):
     W, b = sd[p + "in_proj_weight"], sd[p + "in_proj_bias"]
     E = W.shape[1]
     q, k, v = (x @ W[i * E:(i + 1) * E].T + b[i * E:(i + 1) * E] for i, x in enumerate((q_in, kv_in, kv_in)))
-    B, T, S, hs = q.shape[0], q.shape[1], k.shape[1], E // H
+    B, T, hs = q.shape[0], q.shape[1], E // H
     out = np.zeros((B, T, E))
     for h in range(H):
         sl = slice(h * hs, (h + 1) * hs)
