@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from .bytepair import byte_pair_encode, utf8
+from .bytepair import LONG_PIECE, byte_pair_encode, merge_small, utf8
 from .patterns import segment_cut
 from .split import chunk_finder
 
@@ -35,7 +35,11 @@ class PieceCache(dict):
         self.update(base)
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
-        ids = tuple(byte_pair_encode(self.ranks, utf8(piece)))
+        try:
+            b = piece.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            b = utf8(piece)
+        ids = tuple(merge_small(self.ranks, b) if len(b) < LONG_PIECE else byte_pair_encode(self.ranks, b))
         if len(piece) <= MAX_CACHED_PIECE:
             if len(self) >= CACHE_LIMIT:
                 self.clear()
