@@ -250,8 +250,8 @@ class GPT(nn.Module):
         """Next-token logits after one new token per row, on raw arrays in eval mode (no graph):
         tokens (B,) int at position `pos` of the window (= every cache's length) -> logits (B, V),
         an array on the model's device. The caches grow by one. The same numbers as
-        `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)`, for a
-        fraction of the overhead (benchmarks/bench_sample.py); tested for every variant."""
+        `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)` (tested
+        for every variant) in about 20% less time per step at batch 1 (benchmarks/bench_sample.py)."""
         cfg, t = self.config, self.transformer
         if not self.can_step():
             raise NotImplementedError(f"GPT.step has no array step for mlp={cfg.mlp!r}; "
