@@ -217,13 +217,14 @@ def speed_tables(args) -> None:
     """Time each config of args.configs under each load of args.load, beside PyTorch."""
     from _torch_train import build_torch_step, torch_module
     from autograd import parallel
-    from gpt.training.threads import choose_threads
+    from gpt.training.threads import choose_threads, free_cores
 
     torch = torch_module() if args.device == "cpu" and not args.no_torch else None
     for load in (int(v) for v in args.load.split(",")):
         loops = busy_loops(load)
         try:
             time.sleep(0.5 if load else 0.0)
+            free_cores.cache_clear()           # measured again under this load
             ours = args.threads or choose_threads()
             theirs = args.torch_threads or parallel.cpu_count()
             parallel.set_threads(ours)

@@ -41,6 +41,7 @@ def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root:
 def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any, Any, Any]:
     """(GPTConfig, GPT in train mode on cfg.device, mixed-precision wrapper or None, AdamW)."""
     from autograd import keep_freed_memory, manual_seed
+    from gpt.training.threads import apply_threads
     from gpt.model.config import GPTConfig
     from gpt.model.gpt import GPT
     from nn.amp import configure
@@ -48,6 +49,8 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
 
     model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
     keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
+    if cfg.device == "cpu":  # pool and BLAS threads from the free cores, or $GPT_THREADS
+        apply_threads(ranks=dist.world_size if dist is not None else 1)
     manual_seed(cfg.seed)
     model = GPT(model_cfg)
     if cfg.device != "cpu":

@@ -1,43 +1,68 @@
 """How many CPU threads a run uses: the cores this process may run on, less those other
 processes keep busy when it starts (measured over a fraction of a second), or the user's choice.
 
-A training step on the CPU splits its work across the threads of autograd.parallel (the pool and
-OpenBLAS). On a machine where another job holds a core, a thread count that counts that core
-makes every matrix product wait for the thread that shares it (OpenBLAS splits its work evenly),
-and the step runs slower than on fewer threads. GPT_THREADS=N (or `gpt train --threads N`)
-overrides the choice.
+A training step on the CPU splits its work, matrix products included, across the threads of
+autograd.parallel. On a machine where another job holds a core, a thread that shares that core
+is preempted for milliseconds at a time, and every op waits for the block it holds: measured on
+config (b) with ~1.4 cores busy elsewhere, 1 thread took 2.5 s a step and 2 threads 3.0 s. So a
+run counts only the cores it finds free.
+
+Override: GPT_THREADS=N (pool and BLAS threads of `gpt train`); OPENBLAS_NUM_THREADS or
+OMP_NUM_THREADS, when set and GPT_THREADS is not, are honoured as the thread count too. Ranks of
+a data-parallel run share the free cores.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 ENV = "GPT_THREADS"
+_BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def choose_threads(requested: int | None = None) -> int:
-    """`requested`, else $GPT_THREADS, else the cores left free by other processes (at least 1)."""
+def _requested() -> int | None:
+    """The thread count the environment asks for, or None."""
+    for name in (ENV,) + _BLAS_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                n = int(value)
+            except ValueError:
+                raise ValueError(f"{name} must be a whole number of threads, got {value!r}") from None
+            if n < 1:
+                raise ValueError(f"{name} must be at least 1, got {n}")
+            return n
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def free_cores() -> int:
+    """Cores this process may use that other processes left idle (measured once per process)."""
     from autograd import parallel
 
-    if requested is None and os.environ.get(ENV, "").strip():
-        try:
-            requested = int(os.environ[ENV])
-        except ValueError:
-            raise ValueError(f"{ENV} must be a whole number of threads, got {os.environ[ENV]!r}") from None
-    if requested is not None:
-        if requested < 1:
-            raise ValueError(f"threads must be at least 1, got {requested}")
-        return int(requested)
     cores = parallel.cpu_count()
-    others = parallel.other_cpu_use(0.3)
+    others = parallel.other_cpu_use(0.2)
     if others is None:
         return cores
     return max(1, min(cores, round(cores - others)))
 
 
-def apply_threads(requested: int | None = None) -> int:
-    """Choose (see choose_threads) and set the thread count of autograd.parallel; returns it."""
+def choose_threads(requested: int | None = None, ranks: int = 1) -> int:
+    """`requested`, else the environment's (see the module docstring), else this rank's share of
+    the free cores (at least 1)."""
+    if requested is None:
+        requested = _requested()
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"threads must be at least 1, got {requested}")
+        return int(requested)
+    return max(1, free_cores() // max(1, ranks))
+
+
+def apply_threads(requested: int | None = None, ranks: int = 1) -> int:
+    """Choose (see choose_threads) and set autograd.parallel's thread count; returns it."""
     from autograd import parallel
 
-    n = choose_threads(requested)
+    n = choose_threads(requested, ranks)
     parallel.set_threads(n)
     return n
