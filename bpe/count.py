@@ -172,6 +172,9 @@ def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int
                     _, path, start, end = task
                     for block in read_blocks(path, start, end, pattern=pattern):
                         counter.add(block)
+                elif task[0] == "range":  # texts the forked worker inherited (_SHARED_TEXTS)
+                    for text in _SHARED_TEXTS[task[1] : task[2]]:
+                        counter.add(text)
                 else:
                     for text in task[1]:
                         counter.add(text)
@@ -263,6 +266,37 @@ def count_files(
     return out
 
 
+_SHARED_TEXTS: list[str] | tuple[str, ...] = ()  # a list of texts forked workers read by index
+
+
+def _count_shared(texts, pattern: str, workers: int, special_tokens: Iterable[str]) -> Counter[str]:
+    """Chunk counts of a list of texts, by forked workers that inherit it (nothing is pickled
+    on the way in); each counts a few contiguous ranges of about equal size."""
+    global _SHARED_TEXTS
+    sizes = list(map(len, texts))
+    n_ranges = workers * 2
+    target = sum(sizes) / n_ranges
+    bounds, acc = [0], 0
+    for i, s in enumerate(sizes):
+        acc += s
+        if acc >= target * len(bounds) and i + 1 < len(texts):
+            bounds.append(i + 1)
+    bounds.append(len(texts))
+    _SHARED_TEXTS = texts
+    out: Counter[str] = Counter()
+    pool = None
+    try:
+        pool = _Pool(pattern, tuple(special_tokens), workers)
+        for a, b in zip(bounds, bounds[1:]):
+            pool.put(("range", a, b))
+        pool.finish(out)
+    finally:
+        _SHARED_TEXTS = ()
+        if pool is not None:
+            pool.kill()
+    return out
+
+
 def count_texts(
     texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
     special_tokens: Iterable[str] = (),
@@ -273,6 +307,15 @@ def count_texts(
     been seen, the rest is sent to worker processes in batches.
     """
     workers = default_workers() if workers is None else max(1, int(workers))
+    if (workers > 1 and isinstance(texts, (list, tuple)) and "fork" in mp.get_all_start_methods()
+            and sum(map(len, texts)) > PARALLEL_MIN_BYTES):
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+        out = _count_shared(texts, pattern, workers, special_tokens)
+        if progress:
+            progress(sum(map(len, texts)))
+        return out
     counter = ChunkCounter(pattern, special_tokens)
     it = iter(texts)
     pool = None

@@ -82,22 +82,29 @@ class _Astral:
     def __init__(self):
         import regex
 
-        self._regex = {k: regex.compile(expr).fullmatch for k, expr in _CLASSES.items()}
-        members = _members()
-        literals = set("'\r\n /") | {c for k in "sdmtlvre" for c in members[k]}
-        self._rep: dict[tuple, str] = {}
-        for cp in range(0xFFFF, 0x7F, -1):  # the lowest non-ASCII character of each signature
-            c = chr(cp)
-            if c not in literals and not 0xD800 <= cp < 0xE000:
-                self._rep[tuple(c in m for m in members.values())] = c
+        self._regex = [regex.compile(expr).fullmatch for expr in _CLASSES.values()]
+        self._members = list(_members().values())
+        self._literals = set("'\r\n /").union(*self._members[-8:])  # the contraction letters' classes
+        self._rep: dict[tuple, str | None] = {}
         self._map: dict[str, str | None] = {}
 
+    def _stand_in(self, sig: tuple) -> str | None:
+        """The lowest non-ASCII character of the plane with memberships ``sig``, if any."""
+        if sig not in self._rep:
+            self._rep[sig] = None
+            for cp in range(0x80, 0x10000):
+                c = chr(cp)
+                if (not 0xD800 <= cp < 0xE000 and c not in self._literals
+                        and tuple(c in m for m in self._members) == sig):
+                    self._rep[sig] = c
+                    break
+        return self._rep[sig]
+
     def _of(self, c: str) -> str | None:
-        r = self._map.get(c)
-        if r is None and c not in self._map:
-            sig = tuple(bool(f(c)) for f in self._regex.values())
-            r = self._map[c] = None if any(sig[-8:]) else self._rep.get(sig)
-        return r
+        if c not in self._map:
+            sig = tuple(bool(f(c)) for f in self._regex)
+            self._map[c] = None if any(sig[-8:]) else self._stand_in(sig)
+        return self._map[c]
 
     def replace(self, text: str) -> str | None:
         """``text`` with its astral characters replaced, or None if one has no stand-in."""

@@ -109,6 +109,10 @@ def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
     it_parallel = Tokenizer.train_from_iterator(iter(lines), vocab_size=400, workers=2)
     it_serial = Tokenizer.train_from_iterator(lines, vocab_size=400, workers=1)
     assert it_parallel.merges == it_serial.merges
+    list_parallel = Tokenizer.train_from_iterator(lines, vocab_size=400, workers=2)  # forked, by index
+    assert list_parallel.merges == it_serial.merges
+    with pytest.raises(TypeError, match="must be str, got bytes at item 3"):
+        Tokenizer.train_from_iterator(lines[:3] + [b"x"], vocab_size=400, workers=2)
 
 
 # ---- bad input ------------------------------------------------------------------
