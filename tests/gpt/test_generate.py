@@ -16,7 +16,7 @@ from gpt.inference.generate import (PAD, Decoder, generate, kv_cache_numbers_per
                           window_start)
 from gpt.model.gpt import GPT
 
-POSITIONS = ("learned", "sinusoidal", "rope")
+POSITIONS = POS_CHOICES
 _MODELS: dict = {}
 
 
