@@ -254,3 +254,31 @@ def test_files_get_the_umask_permissions_like_any_other_file(data_dir, tmp_path)
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "r").iterdir() if p.is_file()}
     assert modes["latest.safetensors"] == modes["config.json"] == modes["tokenizer.json"] == 0o644
+
+
+def test_train_killed_at_any_moment_leaves_a_run_that_resumes_or_starts_afresh(data_dir, tmp_path):
+    """SIGKILL at random moments: the folder holds a loadable checkpoint or none, never a torn
+    one, and `--resume` (or a fresh start) goes on from it; the lock of the dead run is stale."""
+    argv = [PY, "-m", "gpt.cli", "train", "--data", str(data_dir), "--n-layer", "1", "--n-head", "2",
+            "--n-embd", "32", "--block-size", "32", "--batch-size", "4", "--max-steps", "100000",
+            "--eval-interval", "3", "--eval-batches", "1", "--checkpoint-interval", "2", "--peak-flops", "1e9",
+            "--samples", "0"]
+    rng = random.Random(2)
+    outcomes = {"resumed": 0, "fresh": 0}
+    for trial in range(4):
+        run = tmp_path / f"k{trial}"
+        p = subprocess.Popen(argv + ["--out", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.8, 3.0))
+        p.kill()
+        p.wait()
+        if (run / "latest.safetensors").exists():
+            step = load_checkpoint(run / "latest.safetensors").step  # complete, or this raises
+            res = train(TrainConfig(resume=str(run), max_steps=step + 1), {"resume", "max_steps"}, out=quiet())
+            assert res.step == step + 1
+            outcomes["resumed"] += 1
+        else:
+            res = train(small(data_dir, run, max_steps=1), out=quiet())
+            assert res.step == 1
+            outcomes["fresh"] += 1
+        assert not list(run.glob(".*.tmp"))  # the killed run's temp files are gone
+    assert sum(outcomes.values()) == 4
