@@ -13,8 +13,10 @@ Each built-in pattern has a twin for `re` that finds exactly the same chunks on 
   character of the plane with the same class memberships, one for one, and the chunks are
   then cut from the original text at the same offsets;
 - ``(?i:'s|...)`` becomes explicit case classes (``[sSſ]``: `regex` folds the long s);
-- possessive quantifiers are dropped where nothing after them can make the matcher
-  backtrack into them (the same chunks; `re` lacks them before Python 3.11).
+- possessive quantifiers stay where the original has them, and are added where nothing after
+  them can make the matcher backtrack into them (what follows always matches, or nothing
+  does): fewer steps, the same chunks. Before Python 3.11, whose `re` lacks them, they are
+  dropped, which by the same argument changes no chunk.
 
 Equality with `regex` is checked by tests with hypothesis over Unicode text. Patterns that
 are not built in run under `regex`, with a check that their chunks cover the text.
@@ -22,6 +24,7 @@ are not built in run under `regex`, with a check that their chunks cover the tex
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from itertools import accumulate
 from typing import Callable
@@ -32,12 +35,12 @@ from .patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, coverage_error
 # letter classes, and one case class per contraction letter.
 _CONTRACTION = r"'(?:[{s}]|[{t}]|[{r}][{e}]|[{v}][{e}]|[{m}]|[{l}][{l}]|[{d}])"
 _TEMPLATES = {
-    GPT2_PATTERN: r"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+",
-    GPT4_PATTERN: (r"'(?:[{s}{d}{m}{t}]|[{l}][{l}]|[{v}][{e}]|[{r}][{e}])|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}"
-                   r"| ?[^{S}{L}{N}]+[\r\n]*|[{S}]+$|[{S}]*[\r\n]|[{S}]+(?![^{S}])|[{S}]"),
+    GPT2_PATTERN: r"'s|'t|'re|'ve|'m|'ll|'d| ?+[{L}]++| ?+[{N}]++| ?+[^{S}{L}{N}]++|[{S}]+(?![^{S}])|[{S}]+",
+    GPT4_PATTERN: (r"'(?:[{s}{d}{m}{t}]|[{l}][{l}]|[{v}][{e}]|[{r}][{e}])|[^\r\n{L}{N}]?+[{L}]++|[{N}]{{1,3}}+"
+                   r"| ?[^{S}{L}{N}]++[\r\n]*+|[{S}]++$|[{S}]*[\r\n]|[{S}]+(?![^{S}])|[{S}]"),
     O200K_PATTERN: (r"[^\r\n{L}{N}]?[{U}]*[{W}]+(?:" + _CONTRACTION + r")?"
                     r"|[^\r\n{L}{N}]?[{U}]+[{W}]*(?:" + _CONTRACTION + r")?"
-                    r"|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+"),
+                    r"|[{N}]{{1,3}}+| ?+[^{S}{L}{N}]++[\r\n/]*+|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+"),
 }
 _CLASSES = {"L": r"\p{L}", "N": r"\p{N}", "S": r"\s", "U": r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
             "W": r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", **{c: f"(?i:{c})" for c in "sdmtlvre"}}
@@ -68,11 +71,15 @@ def _set_body(chars: frozenset[str]) -> str:
 
 
 @lru_cache(maxsize=None)
-def twin(pattern: str) -> re.Pattern | None:
-    """The compiled `re` twin of a built-in pattern (valid for text up to U+FFFF), else None."""
+def twin(pattern: str, possessive: bool = sys.version_info >= (3, 11)) -> re.Pattern | None:
+    """The compiled `re` twin of a built-in pattern (valid for text up to U+FFFF), else None.
+
+    ``possessive=False`` gives the form for Python 3.10 (whose `re` lacks them), the same chunks."""
     template = _TEMPLATES.get(pattern)
     if template is None:
         return None
+    if not possessive:
+        template = re.sub(r"([?*+}])\+", r"\1", template)
     return re.compile(template.format(**{k: _set_body(v) for k, v in _members().items()}))
 
 

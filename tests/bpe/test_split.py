@@ -33,6 +33,15 @@ def test_twin_finds_the_chunks_regex_finds(pattern, text):
 
 
 @pytest.mark.parametrize("pattern", BUILT_IN)
+@settings(max_examples=200, deadline=None)
+@given(text=mixed | anything)
+def test_the_twin_without_possessive_quantifiers_finds_the_same_chunks(pattern, text):
+    """The form Python 3.10 compiles (its `re` has no possessive quantifiers)."""
+    text = "".join(c for c in text if c <= "\uffff")  # the plane; astral text goes through stand-ins
+    assert twin(pattern, possessive=False).findall(text) == regex.findall(pattern, text)
+
+
+@pytest.mark.parametrize("pattern", BUILT_IN)
 def test_twin_agrees_on_every_plane_character(pattern):
     """Each character below U+10000 alone and between letters, spaces and an apostrophe."""
     find = chunk_finder(pattern)
