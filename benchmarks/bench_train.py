@@ -228,7 +228,7 @@ def speed_tables(args) -> None:
             ours = args.threads or choose_threads()
             theirs = args.torch_threads or parallel.cpu_count()
             parallel.set_threads(ours)
-            print(f"\n## {load} busy-loop process(es); our threads {ours} (pool and BLAS), PyTorch's "
+            print(f"\n## {load} busy-loop process(es); our threads {ours} (pool; OpenBLAS 1 per thread), PyTorch's "
                   f"{theirs}; load average {_loadavg()}")
             print(f"| config | ours ms | PyTorch ms | ratio | ours min..max | PyTorch min..max | others' CPU |")
             print("|---|---|---|---|---|---|---|")

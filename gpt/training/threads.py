@@ -41,10 +41,12 @@ def free_cores() -> int:
     from autograd import parallel
 
     cores = parallel.cpu_count()
-    others = parallel.other_cpu_use(0.2)
+    others = parallel.other_cpu_use(0.5)
     if others is None:
         return cores
-    return max(1, min(cores, round(cores - others)))
+    # a core counts as taken from 0.75 of it busy: a short blip of another process must not
+    # halve a run on a quiet machine
+    return max(1, min(cores, cores - int(others + 0.25)))
 
 
 def choose_threads(requested: int | None = None, ranks: int = 1) -> int:
