@@ -61,24 +61,36 @@ class ChunkCounter:
         self.chunks: Counter[str] = Counter()
         self.n_bytes = 0  # characters seen, a progress measure
 
-    def add(self, text: str) -> None:
-        """Count the chunks of one text (a document: chunks never span two texts)."""
+    def add(self, text: str, times: int = 1) -> None:
+        """Count the chunks of one text (a document: chunks never span two texts), ``times`` over."""
         text = repair_surrogates(text)  # as encoding does, so training sees the same pieces
-        self.n_bytes += len(text)
+        self.n_bytes += len(text) * times
         if self._special_split is not None and any(s in text for s in self._specials):
             parts = self._special_split(text)
             if len(parts) > 1:
                 for part in parts:
-                    self._add(part)
+                    self._add(part, times)
                 return
-        self._add(text)
+        self._add(text, times)
 
-    def _add(self, text: str) -> None:
+    def _add(self, text: str, times: int) -> None:
         if self._split is None:
-            self.chunks.update(self._findall(text))
+            chunks = self._findall(text)
+            if times == 1:
+                self.chunks.update(chunks)
+            else:
+                for c, k in Counter(chunks).items():
+                    self.chunks[c] += k * times
             return
         segs = self._split(text)
-        if len(segs) <= 2:
+        if times > 1:  # a repeated document: weighted, one by one
+            ends, segments = self._ends, self._segments
+            for i, s in enumerate(segs):
+                if i == 0 or i == len(segs) - 1:
+                    ends[s] += times
+                else:
+                    segments[s] += times
+        elif len(segs) <= 2:
             self._ends.update(segs)
         else:
             self._ends[segs[0]] += 1
@@ -172,9 +184,9 @@ def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int
                     _, path, start, end = task
                     for block in read_blocks(path, start, end, pattern=pattern):
                         counter.add(block)
-                elif task[0] == "range":  # texts the forked worker inherited (_SHARED_TEXTS)
-                    for text in _SHARED_TEXTS[task[1] : task[2]]:
-                        counter.add(text)
+                elif task[0] == "range":  # (text, times) the forked worker inherited (_SHARED_TEXTS)
+                    for text, times in _SHARED_TEXTS[task[1] : task[2]]:
+                        counter.add(text, times)
                 else:
                     for text in task[1]:
                         counter.add(text)
@@ -266,16 +278,17 @@ def count_files(
     return out
 
 
-_SHARED_TEXTS: list[str] | tuple[str, ...] = ()  # a list of texts forked workers read by index
+_SHARED_TEXTS: list[tuple[str, int]] = []  # (text, times) forked workers read by index
 
 
-def _count_shared(texts, pattern: str, workers: int, special_tokens: Iterable[str]) -> Counter[str]:
-    """Chunk counts of a list of texts, by forked workers that inherit it (nothing is pickled
-    on the way in); each counts a few contiguous ranges of about equal size."""
+def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
+                  special_tokens: Iterable[str]) -> Counter[str]:
+    """Chunk counts of distinct texts ``(text, times)`` in ``workers`` processes: this one and
+    forked workers that inherit the list (nothing is pickled on the way in), each counting a
+    contiguous share of about equal size."""
     global _SHARED_TEXTS
-    sizes = list(map(len, texts))
-    n_ranges = workers * 2
-    target = sum(sizes) / n_ranges
+    sizes = [len(t) for t, _ in texts]
+    target = sum(sizes) / workers
     bounds, acc = [0], 0
     for i, s in enumerate(sizes):
         acc += s
@@ -283,15 +296,18 @@ def _count_shared(texts, pattern: str, workers: int, special_tokens: Iterable[st
             bounds.append(i + 1)
     bounds.append(len(texts))
     _SHARED_TEXTS = texts
-    out: Counter[str] = Counter()
     pool = None
     try:
-        pool = _Pool(pattern, tuple(special_tokens), workers)
-        for a, b in zip(bounds, bounds[1:]):
+        pool = _Pool(pattern, tuple(special_tokens), len(bounds) - 2)
+        for a, b in zip(bounds[:-2], bounds[1:-1]):
             pool.put(("range", a, b))
+        own = ChunkCounter(pattern, special_tokens)  # the last share is counted here meanwhile
+        for text, times in texts[bounds[-2] :]:
+            own.add(text, times)
+        out = own.result()
         pool.finish(out)
     finally:
-        _SHARED_TEXTS = ()
+        _SHARED_TEXTS = []
         if pool is not None:
             pool.kill()
     return out
@@ -303,18 +319,28 @@ def count_texts(
 ) -> Counter[str]:
     """Chunk counts of an iterable of texts (each one document); streams, parallel when large.
 
+    A list or tuple is in memory already: each distinct text is counted once, weighted by how
+    often it occurs, by forked workers that read the list by index when it is large.
+
     Counting starts in this process; once more than ``PARALLEL_MIN_BYTES`` characters have
     been seen, the rest is sent to worker processes in batches.
     """
     workers = default_workers() if workers is None else max(1, int(workers))
-    if (workers > 1 and isinstance(texts, (list, tuple)) and "fork" in mp.get_all_start_methods()
-            and sum(map(len, texts)) > PARALLEL_MIN_BYTES):
+    if isinstance(texts, (list, tuple)):  # in memory already: count each distinct text once
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
-        out = _count_shared(texts, pattern, workers, special_tokens)
+        distinct = list(Counter(texts).items())
+        total = sum(len(t) * n for t, n in distinct)
+        if workers > 1 and "fork" in mp.get_all_start_methods() and total > PARALLEL_MIN_BYTES:
+            out = _count_shared(distinct, pattern, workers, special_tokens)
+        else:
+            counter = ChunkCounter(pattern, special_tokens)
+            for text, times in distinct:
+                counter.add(text, times)
+            out = counter.result()
         if progress:
-            progress(sum(map(len, texts)))
+            progress(total)
         return out
     counter = ChunkCounter(pattern, special_tokens)
     it = iter(texts)
