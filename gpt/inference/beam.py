@@ -40,8 +40,11 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
     a model with a KV cache reorders its cache rows by it).
     is_final(tokens) says whether a hypothesis has ended (a stop id or stop string).
     A hypothesis scores sum(log p) / len ** length_penalty (length = generated tokens).
-    The search stops when `num_beams` hypotheses have finished (early stopping) or after
-    max_new_tokens steps; with num_beams=1 it is exactly greedy decoding.
+    The best `num_beams` finished hypotheses are kept. The search stops after max_new_tokens
+    steps (the live beams then compete as they are), or once `num_beams` have finished and no
+    live beam can beat the worst of them: log-probabilities are <= 0, so a live beam's best
+    reachable score is its sum over the longest length for length_penalty > 0, over the next
+    length otherwise (`_best_reachable`). With num_beams=1 it is exactly greedy decoding.
     """
     if num_beams < 1:
         raise ValueError(f"num_beams must be >= 1, got {num_beams}")
@@ -52,7 +55,7 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
     sums = np.zeros(1)
     parents = None
     finished: list[Hypothesis] = []
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         lp = np.asarray(logprob_fn(seqs, parents), dtype=np.float64)
         vocab = lp.shape[1]
         total = (sums[:, None] + lp).ravel()
@@ -74,13 +77,26 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
                 new_parents.append(beam)
             if len(new_rows) == num_beams:
                 break
-        if len(finished) >= num_beams or not new_rows:
+        finished = sorted(finished, key=lambda h: -h.score)[:num_beams]  # stable: earlier first on ties
+        if not new_rows:
             break
         seqs = np.asarray(new_rows, dtype=np.int64)
         sums = np.asarray(new_sums)
         parents = np.asarray(new_parents, dtype=np.int64)
+        if len(finished) == num_beams and _best_reachable(
+                max(new_sums), step + 1, max_new_tokens, length_penalty) <= finished[-1].score:
+            return finished[:num_return]
+    # max_new_tokens reached (or nothing left to extend): the live beams compete as they are
     live = [Hypothesis(s.tolist(), float(v), norm(float(v), len(s))) for s, v in zip(seqs, sums)] \
-        if seqs.shape[1] > 0 and len(finished) < num_beams else []
-    pool = finished + live
-    pool.sort(key=lambda h: -h.score)
+        if seqs.shape[1] > 0 else []
+    pool = sorted(finished + live, key=lambda h: -h.score)
     return pool[:num_return]
+
+
+def _best_reachable(logprob: float, length: int, max_length: int, length_penalty: float) -> float:
+    """The highest score a live hypothesis of `length` tokens and summed log-probability
+    `logprob` (<= 0) can still reach: its sum can only fall, so the bound is logprob / n **
+    length_penalty at the n in (length, max_length] that divides it most (for a positive
+    penalty the longest; otherwise the next length). At max_length it stays as it is."""
+    n = length if length >= max_length else max_length if length_penalty > 0 else length + 1
+    return logprob / n ** length_penalty
