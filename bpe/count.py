@@ -32,7 +32,7 @@ import regex
 from .bytepair import repair_surrogates
 from .corpus import BLOCK_BYTES, read_blocks
 from .patterns import segment_splitter
-from .split import chunk_finder
+from .split import chunk_finder, has_astral
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
 MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts
@@ -83,13 +83,12 @@ class ChunkCounter:
                     self.chunks[c] += k * times
             return
         segs = self._split(text)
-        if times > 1:  # a repeated document: weighted, one by one
-            ends, segments = self._ends, self._segments
-            for i, s in enumerate(segs):
-                if i == 0 or i == len(segs) - 1:
-                    ends[s] += times
-                else:
-                    segments[s] += times
+        if times > 1:  # a repeated document: its segments counted once, then weighted
+            for s, k in Counter(segs[1:-1]).items():
+                self._segments[s] += k * times
+            self._ends[segs[0]] += times
+            if len(segs) > 1:
+                self._ends[segs[-1]] += times
         elif len(segs) <= 2:
             self._ends.update(segs)
         else:
@@ -104,8 +103,9 @@ class ChunkCounter:
         """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
         findall = self._findall
         counts = self.chunks
-        by_count: dict[int, list[str]] = {}
-        for seg, n in self._segments.items():
+        items = self._segments.items()
+        by_count: dict[int, list[str]] = {1: [s for s, n in items if n == 1]}
+        for seg, n in [kv for kv in items if kv[1] != 1]:
             lst = by_count.get(n)
             if lst is None:
                 by_count[n] = [seg]
@@ -113,9 +113,9 @@ class ChunkCounter:
                 lst.append(seg)
         for n, segs in by_count.items():
             joined = "".join(segs)
-            if joined.isascii():
+            if not has_astral(joined):
                 chunks = findall(joined)
-            else:  # keep the ASCII segments on the fast path
+            else:  # keep the segments without astral characters on the fast path
                 chunks = findall("".join([s for s in segs if s.isascii()]))
                 chunks += findall("".join([s for s in segs if not s.isascii()]))
             if n == 1:

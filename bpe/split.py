@@ -128,6 +128,11 @@ class _Astral:
         return None if fail else out
 
 
+def has_astral(text: str) -> bool:
+    """Whether ``text`` holds a character above U+FFFF (which the twins see through stand-ins)."""
+    return not text.isascii() and _ASTRAL.search(text) is not None
+
+
 @lru_cache(maxsize=None)
 def _astral() -> _Astral:
     return _Astral()
@@ -152,10 +157,10 @@ def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
             return chunks
 
         return checked
-    fast_findall, astral_search = fast.findall, _ASTRAL.search
+    fast_findall = fast.findall
 
     def findall(text: str) -> list[str]:
-        if text.isascii() or astral_search(text) is None:
+        if not has_astral(text):
             return fast_findall(text)
         stand_in = _astral().replace(text)
         if stand_in is None:

@@ -52,17 +52,18 @@ def test_unknown_pattern_has_no_cuts():
 
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
-@given(texts=st.lists(tricky, max_size=8))
-def test_chunk_counter_equals_counting_findall(pattern, texts):
+@given(texts=st.lists(tricky, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8))
+def test_chunk_counter_equals_counting_findall(pattern, texts, times):
     from collections import Counter
 
     from bpe.count import ChunkCounter
 
     counter = ChunkCounter(pattern)
     want = Counter()
-    for t in texts + texts[:2]:  # repeats exercise the counted-more-than-once path
-        counter.add(t)
-        want.update(regex.findall(pattern, t))
+    for t, k in zip(texts + texts[:2], times + times):  # repeats exercise the counted-more-than-once path
+        counter.add(t, k)  # a document that occurs k times
+        for c in regex.findall(pattern, t):
+            want[c] += k
     assert counter.result() == want
 
 
