@@ -101,6 +101,30 @@ def train_rustbpe(rustbpe, docs, vocab, pattern):
     return tok
 
 
+def train_row(size, docs, vocab, pattern, args, tokenizers, rustbpe):
+    """One table row (each trainer ``args.repeat`` times, interleaved) and our tokenizer."""
+    ours, hf, rb = [], [], []
+    rb_err = tok = None
+    for _ in range(args.repeat):  # interleaved, so peers share the machine's conditions
+        w, c, tok = measure(lambda: train_ours(docs, vocab, pattern, args.workers))
+        ours.append((w, c))
+        if tokenizers:
+            hf.append(measure(lambda: train_hf(tokenizers, docs, vocab, pattern))[:2])
+        if rustbpe and rb_err is None:
+            try:
+                rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
+            except Exception as e:  # an API we do not know: say so, keep going
+                rb_err = f"error: {type(e).__name__}"
+    row = [f"{size:g} MB", vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
+    if hf:
+        row += [f"{med(hf, 0):.1f} ({med(hf, 1):.1f})", f"{med(ours, 0) / med(hf, 0):.2f}x"]
+    else:
+        row += ["-", "-"]
+    row.append(rb_err or (f"{med(rb, 0):.1f} ({med(rb, 1):.1f})" if rb else "-"))
+    row.append(f"{med(ours, 0) / med(rb, 0):.2f}x" if rb else "-")
+    return row, tok
+
+
 # ---- table ------------------------------------------------------------------------
 
 
@@ -205,30 +229,13 @@ def main(argv=None) -> int:
         for size in sizes:
             docs = stdlib_docs(int(size * MB))
             for vocab in vocabs:
-                ours, hf, rb = [], [], []
-                rb_err = None
-                for _ in range(args.repeat):  # interleaved, so peers share the machine's conditions
-                    w, c, tok = measure(lambda: train_ours(docs, vocab, pattern, args.workers))
-                    ours.append((w, c))
-                    trained[vocab] = tok
-                    if tokenizers:
-                        hf.append(measure(lambda: train_hf(tokenizers, docs, vocab, pattern))[:2])
-                    if rustbpe and rb_err is None:
-                        try:
-                            rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
-                        except Exception as e:  # an API we do not know: say so, keep going
-                            rb_err = f"error: {type(e).__name__}"
-                row = [f"{size:g} MB", vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
-                if hf:
-                    row += [f"{med(hf, 0):.1f} ({med(hf, 1):.1f})", f"{med(ours, 0) / med(hf, 0):.2f}x"]
-                else:
-                    row += ["-", "-"]
-                row.append(rb_err or (f"{med(rb, 0):.1f} ({med(rb, 1):.1f})" if rb else "-"))
+                row, trained[vocab] = train_row(size, docs, vocab, pattern, args, tokenizers, rustbpe)
                 rows.append(row)
                 print(f"  trained {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
             del docs
         print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
-                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe"], rows)
+                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe",
+                     "ours / rustbpe (wall)"], rows)
 
     if not args.skip_encode:
         ev = args.encode_vocab or max(vocabs)

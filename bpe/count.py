@@ -313,6 +313,25 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
     return out
 
 
+def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Iterable[str]) -> Counter[str]:
+    """``count_texts`` of texts in memory already: each distinct text counted once, weighted."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+    distinct = list(Counter(texts).items())
+    total = sum(len(t) * n for t, n in distinct)
+    if workers > 1 and "fork" in mp.get_all_start_methods() and total > PARALLEL_MIN_BYTES:
+        out = _count_shared(distinct, pattern, workers, special_tokens)
+    else:
+        counter = ChunkCounter(pattern, special_tokens)
+        for text, times in distinct:
+            counter.add(text, times)
+        out = counter.result()
+    if progress:
+        progress(total)
+    return out
+
+
 def count_texts(
     texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
     special_tokens: Iterable[str] = (),
@@ -326,22 +345,8 @@ def count_texts(
     been seen, the rest is sent to worker processes in batches.
     """
     workers = default_workers() if workers is None else max(1, int(workers))
-    if isinstance(texts, (list, tuple)):  # in memory already: count each distinct text once
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
-        distinct = list(Counter(texts).items())
-        total = sum(len(t) * n for t, n in distinct)
-        if workers > 1 and "fork" in mp.get_all_start_methods() and total > PARALLEL_MIN_BYTES:
-            out = _count_shared(distinct, pattern, workers, special_tokens)
-        else:
-            counter = ChunkCounter(pattern, special_tokens)
-            for text, times in distinct:
-                counter.add(text, times)
-            out = counter.result()
-        if progress:
-            progress(total)
-        return out
+    if isinstance(texts, (list, tuple)):
+        return _count_list(texts, pattern, workers, progress, special_tokens)
     counter = ChunkCounter(pattern, special_tokens)
     it = iter(texts)
     pool = None
