@@ -158,9 +158,12 @@ class LayerNorm(_Norm):
                 parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
             self._save(xhat, rstd, w, has_w, has_b)
             return xhat if y is None else y
-        acc = acc_dtype(x.dtype)
-        xc = x - x.mean(axis=-1, keepdims=True, dtype=acc)       # (..., C), owned (float32 for float16 x)
-        var = xp.square(xc).mean(axis=-1, keepdims=True)         # (..., 1)
+        acc, inv_c = acc_dtype(x.dtype), 1.0 / x.shape[-1]
+        mean = x.sum(axis=-1, keepdims=True, dtype=acc)          # (..., 1); sum * 1/C: a decode
+        mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
+        xc = x - mean                                            # (..., C), owned (float32 for float16 x)
+        var = xp.square(xc).sum(axis=-1, keepdims=True)          # (..., 1)
+        var *= inv_c
         var += eps
         rstd = xp.sqrt(var, out=var)
         xp.reciprocal(rstd, out=rstd)

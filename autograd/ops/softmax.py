@@ -30,12 +30,12 @@ def softmax_array(x, axis: int = -1, out=None):
     """
     xp = xp_of(x)
     m = x.max(axis=axis, keepdims=True)
-    if m.dtype.kind == "f":
-        m[~xp.isfinite(m)] = 0  # a fully masked row: exp(-inf) = 0 everywhere instead of NaN
+    if m.dtype.kind == "f":  # a fully masked row (max -inf) subtracts a finite number instead:
+        xp.maximum(m, xp.finfo(m.dtype).min, out=m)  # exp(-inf) = 0 everywhere, not NaN
     y = xp.subtract(x, m, out=out)
     xp.exp(y, out=y)
     s = y.sum(axis=axis, keepdims=True, dtype=acc_dtype(y.dtype))
-    s[s == 0] = 1
+    xp.maximum(s, xp.finfo(s.dtype).tiny, out=s)  # >= 1 unless the row was fully masked: then 0 / tiny
     y /= s
     return y
 
