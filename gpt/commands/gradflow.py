@@ -2,6 +2,8 @@
 
     gpt gradflow --depths 2,4,8 --variants pre,post,pre-nores --seeds 3 --steps 0 \
                  --json out.json --plot out.png
+    gpt gradflow --family seq2seq --variants pre,post --depths 2,6     # the 2017 encoder-decoder
+    gpt gradflow --run runs/shakespeare --text input.txt               # a trained model on a text
 
 prints a table (mean ± std over seeds per variant and depth), a table of Jacobian spectra,
 and writes JSON and PNG plots when asked (the plot needs matplotlib; without it a message
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpt.gradflow.families import FAMILIES
 from gpt.model.config import MLP_CHOICES, POS_CHOICES
 
 NAME = "gradflow"
@@ -20,7 +23,15 @@ HELP = "study gradient norms and Jacobians through residual paths (depth x varia
 EPILOG = """\
 variants: comma-separated, each a dash-joined set of words overriding the defaults
   (pre-norm, layernorm, residual): pre | post, ln | rms, res | nores.
-  e.g. "pre,post,pre-nores,post-nores,pre-rms".
+  e.g. "pre,post,pre-nores,post-nores,pre-rms"; kvN / mqa set the key/value heads
+  (grouped-query / multi-query attention), e.g. "pre,pre-kv2,pre-mqa".
+
+families: gpt (default); seq2seq, the 2017 encoder-decoder on generated number translation
+  (rows per stack: encoder, decoder; depth L = L + L layers); encoder, the encoder-only model
+  on masked tokens. Both take only pre / post (their layers always have residuals, LayerNorm).
+
+--run DIR (or --checkpoint FILE) with --text FILE measures that trained or imported GPT once on
+  the text, encoded by the run's tokenizer (--batch-size windows of --block-size tokens).
 
 columns: |dL/dx_0| gradient norm at the bottom block's input; |dL/dx_L| at the top of the
   stack; in/out their ratio; per-block the fitted per-block gain going down; id-share the mean
@@ -38,7 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steps", type=int, default=0,
                    help="AdamW steps on the corpus before measuring (default 0: at initialisation)")
     g.add_argument("--lr", type=float, default=1e-3, help="learning rate for --steps (default 1e-3)")
-    m = p.add_argument_group("model (vocabulary: the 256 byte values)")
+    m = p.add_argument_group("model (GPT vocabulary: the 256 byte values)")
+    m.add_argument("--family", default="gpt", choices=FAMILIES,
+                   help="gpt, seq2seq (2017 encoder-decoder) or encoder (encoder-only) (default gpt)")
     m.add_argument("--n-embd", type=int, default=64, help="width C (default 64)")
     m.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
     m.add_argument("--block-size", type=int, default=32, help="tokens per sequence T (default 32)")
@@ -48,6 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     m.add_argument("--corpus", nargs="+", default=[], metavar="PATH",
                    help="text files/folders/globs read as bytes (default: the Python stdlib sources)")
+    t = p.add_argument_group("a trained model instead of a sweep")
+    src = t.add_mutually_exclusive_group()
+    src.add_argument("--run", metavar="DIR", help="a run folder (from gpt train or gpt import)")
+    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    t.add_argument("--text", metavar="FILE", help="UTF-8 text to measure the model on (with --run)")
     j = p.add_argument_group("Jacobians")
     j.add_argument("--no-jacobian", action="store_true", help="skip the Jacobian spectra")
     j.add_argument("--jacobian-depth", type=int, default=12, help="blocks in the Jacobian study (default 12)")
@@ -91,14 +109,35 @@ def _spec(args):
     return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(args.variants),
                      seeds=list(range(args.seeds)), steps=args.steps, lr=args.lr, n_embd=args.n_embd,
                      n_head=args.n_head, block_size=args.block_size, batch_size=args.batch_size,
-                     pos=args.pos, mlp=args.mlp, device=args.device, corpus=list(args.corpus))
+                     pos=args.pos, mlp=args.mlp, device=args.device, corpus=list(args.corpus),
+                     family=args.family)
+
+
+def _fail(message) -> int:
+    print(f"gpt gradflow: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_outputs(args) -> str | None:
+    """Why --json / --plot cannot be written (a missing folder), before minutes of work; or None."""
+    from pathlib import Path
+
+    for path in (args.json, args.plot):
+        if path:
+            folder = Path(path).parent
+            if str(folder) and not folder.is_dir():
+                return f"folder {folder} for {path} does not exist"
+    return None
 
 
 def run(args) -> int:
     from gpt.gradflow import report
-    from gpt.gradflow.jacobian import jacobian_study
-    from gpt.gradflow.sweep import gpt_jacobian_study, run_sweep
+    from gpt.gradflow.sweep import run_sweep
 
+    if args.run or args.checkpoint:
+        return run_trained(args)
+    if args.text:
+        return _fail("--text measures a trained model: give --run DIR (or --checkpoint FILE) too")
     try:
         spec = _spec(args)
         spec.check()
@@ -106,43 +145,54 @@ def run(args) -> int:
 
         module_for_device(spec.device)  # an unusable --device fails now, not after the first model
     except (ValueError, RuntimeError) as exc:
-        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
-        return 2
-    for path in (args.json, args.plot):  # fail before minutes of work, not after
-        if path:
-            from pathlib import Path
-
-            folder = Path(path).parent
-            if str(folder) and not folder.is_dir():
-                print(f"gpt gradflow: error: folder {folder} for {path} does not exist", file=sys.stderr)
-                return 2
+        return _fail(exc)
+    if _check_outputs(args):
+        return _fail(_check_outputs(args))
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         result = run_sweep(spec, progress=progress)
     except (OSError, ValueError) as exc:  # a missing corpus file, a corpus too short, ...
-        print(f"gpt gradflow: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(exc)
     what = "at initialisation" if spec.steps == 0 else f"after {spec.steps} AdamW steps"
-    result["title"] = (f"GPT C={spec.n_embd} heads={spec.n_head} T={spec.block_size} B={spec.batch_size}, "
-                       f"{what}, {len(spec.seeds)} seeds")
+    shape = (f"GPT C={spec.n_embd} heads={spec.n_head} T={spec.block_size}" if spec.family == "gpt" else
+             f"{spec.family} d_model={spec.n_embd} heads={spec.n_head} (generated number data)")
+    result["title"] = f"{shape} B={spec.batch_size}, {what}, {len(spec.seeds)} seeds"
     print(f"\ngradient flow, {result['title']}")
     print(report.sweep_table(result["summary"]))
     if args.layers:
         deepest = max(spec.depths)
         for run_ in result["runs"]:
             if run_["depth"] == deepest and run_["seed"] == spec.seeds[0] and run_["layers"]:
-                print(f"\n{run_['variant']}, depth {deepest}, seed {run_['seed']}")
+                print(f"\n{report.label(run_)}, depth {deepest}, seed {run_['seed']}")
                 print(report.layer_table(run_))
     if not args.no_jacobian:
-        result["jacobian"] = jacobian_study(variants=spec.variants, depth=args.jacobian_depth,
-                                            width=args.jacobian_width, seeds=spec.seeds[:1])
-        result["jacobian"] += gpt_jacobian_study(spec, depth=args.jacobian_depth, width=args.jacobian_width,
-                                                 tokens=args.jacobian_tokens)
-        gpt_state = "GPT-2 init" if spec.steps == 0 else f"after {spec.steps} steps"
-        print(f"\nJacobian spectra, depth {args.jacobian_depth}, width {args.jacobian_width} "
-              f"(toy blocks: gain 1/sqrt(depth); gpt: {gpt_state}, "
-              f"{args.jacobian_tokens} tokens; seed {spec.seeds[0]})")
-        print(report.spectra_table(result["jacobian"]))
+        _jacobians(args, spec, result)
+    _write(args, result)
+    return 0
+
+
+def _jacobians(args, spec, result: dict) -> None:
+    """The Jacobian spectra: toy blocks and a small GPT, or the family's stacks; printed and kept."""
+    from gpt.gradflow import report
+    from gpt.gradflow.jacobian import jacobian_study
+    from gpt.gradflow.sweep import gpt_jacobian_study, stack_jacobian_study
+
+    depth, width, tokens = args.jacobian_depth, args.jacobian_width, args.jacobian_tokens
+    state = "at init" if spec.steps == 0 else f"after {spec.steps} steps"
+    if spec.family == "gpt":
+        result["jacobian"] = jacobian_study(variants=spec.variants, depth=depth, width=width, seeds=spec.seeds[:1])
+        result["jacobian"] += gpt_jacobian_study(spec, depth=depth, width=width, tokens=tokens)
+        what = f"toy blocks: gain 1/sqrt(depth); gpt: {'GPT-2 init' if spec.steps == 0 else state}"
+    else:
+        result["jacobian"] = stack_jacobian_study(spec, depth=depth, width=width, tokens=tokens)
+        what = f"{spec.family}: each layer with respect to its stream, memory fixed, {state}"
+    print(f"\nJacobian spectra, depth {depth}, width {width} ({what}, {tokens} tokens; seed {spec.seeds[0]})")
+    print(report.spectra_table(result["jacobian"]))
+
+
+def _write(args, result: dict) -> None:
+    from gpt.gradflow import report
+
     if args.json:
         report.write_json(args.json, result)
         print(f"\nwrote {args.json}")
@@ -151,6 +201,35 @@ def run(args) -> int:
         print(said)
         if result.get("jacobian") and said != report.MISSING_MATPLOTLIB:
             print(report.plot_spectra(result["jacobian"], report.spectra_path(args.plot)))
+
+
+def run_trained(args) -> int:
+    """--run/--checkpoint with --text: one measurement of that model on the text (gradflow/trained.py)."""
+    from gpt.commands.common import load_run_model
+    from gpt.gradflow import report
+    from gpt.gradflow.trained import measure_text, read_text
+    from gpt.training.checkpoint import CheckpointError
+
+    if not args.text:
+        return _fail("--run measures the model on a text: give --text FILE")
+    if args.family != "gpt":
+        return _fail(f"--run reads a GPT run folder; --family {args.family} models are not loaded from runs here")
+    if _check_outputs(args):
+        return _fail(_check_outputs(args))
+    try:
+        text = read_text(args.text)
+        model, tok, meta = load_run_model(args)
+        result = measure_text(model, tok, text, args.batch_size, args.block_size, name=args.run or args.checkpoint)
+    except (OSError, ValueError, CheckpointError) as exc:
+        return _fail(exc)
+    run_ = result["runs"][0]
+    B, T = run_["batch"]
+    result["title"] = f"{result['spec']['run']} on {args.text}: B={B} T={T} ({result['spec']['text_tokens']:,} tokens)"
+    print(f"\ngradient flow, {result['title']}")
+    print(report.sweep_table(result["summary"]))
+    print(f"\nper block, {run_['variant']}")
+    print(report.layer_table(run_))
+    _write(args, result)
     return 0
 
 

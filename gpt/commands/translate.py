@@ -3,6 +3,7 @@
     gpt translate train   [--out runs/translate]   digits <-> English words; held-out exact match
     gpt translate sample  --run runs/translate 342017 "forty two thousand"   [--beams 4]
     gpt translate encoder [--out runs/encoder]     masked tokens + true/false pairs; held-out accuracy
+    gpt translate report  [--run runs/translate]   parameters by group, cross-attention and KV caches
 """
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ def _add_training_flags(p: argparse.ArgumentParser, out: str, steps: int, lr: fl
     p.add_argument("--batch-size", type=int, default=64, help="examples per step (default 64)")
     p.add_argument("--lr", type=float, default=lr, help=f"peak learning rate (default {lr:g})")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this many minutes")
+    _add_model_flags(p)
+    p.add_argument("--eval-examples", type=int, default=500, help="held-out numbers per direction (default 500)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--blas-threads", type=int, default=1,
+                   help="OpenBLAS threads while training (default 1: these small matrices run faster on one)")
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--d-model", type=int, default=64, help="model width (default 64)")
     p.add_argument("--nhead", type=int, default=4, help="attention heads (default 4)")
     p.add_argument("--layers", type=int, default=2, help="encoder (and decoder) layers (default 2)")
@@ -24,10 +33,6 @@ def _add_training_flags(p: argparse.ArgumentParser, out: str, steps: int, lr: fl
     p.add_argument("--activation", choices=("relu", "gelu"), default="relu", help="default relu (the paper's)")
     p.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
     p.add_argument("--separate-embeddings", action="store_true", help="no shared source/target embedding")
-    p.add_argument("--eval-examples", type=int, default=500, help="held-out numbers per direction (default 500)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--blas-threads", type=int, default=1,
-                   help="OpenBLAS threads while training (default 1: these small matrices run faster on one)")
 
 
 def register(subparsers) -> None:
@@ -53,6 +58,13 @@ def register(subparsers) -> None:
     s.add_argument("--temperature", type=float, default=0.0, help="> 0 samples instead of greedy")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=run_sample)
+    r = sub.add_parser("report", help="parameters by group and the decoding caches (cross-attention k, v; "
+                                      "self-attention KV) of a run, or of the model the flags describe")
+    r.add_argument("--run", metavar="DIR", help="a folder written by `gpt translate train` or `encoder`")
+    r.add_argument("--task", choices=("translate", "encoder"), default="translate",
+                   help="without --run: the translator or the encoder-only model (default translate)")
+    _add_model_flags(r)
+    r.set_defaults(func=run_report)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -88,6 +100,15 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         print(f"held-out accuracy: masked tokens {summary['masked_token_accuracy']:.1%}, "
               f"true/false pairs {summary['pair_accuracy']:.1%}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from gpt.seq2seq.model import report
+    from gpt.seq2seq.train import TASKS, load_run
+
+    model = load_run(args.run) if args.run else TASKS[args.task](_model_config(args))
+    print(report(model))
     return 0
 
 

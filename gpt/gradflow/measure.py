@@ -78,6 +78,14 @@ def _identity_split(g_sum, g_in) -> dict:
     }
 
 
+def sublayer_numbers(name: str, branch, g_s, g_u) -> dict:
+    """The per-sublayer dict of `measure`: branch F's RMS, |dL/ds|, |dL/du| and the identity split
+    (g_u None: no residual addition, no identity term). Arrays of one backend, any shape."""
+    split = _identity_split(g_u, g_s) if g_u is not None else {"id_share": None, "id_ratio": None, "id_cos": None}
+    return {"name": name, "branch_rms": _rms(branch), "grad_in": _norm(g_s),
+            "grad_sum": None if g_u is None else _norm(g_u), **split}
+
+
 def _vjp_keep_param_grads(module, u_data, v):
     """v^T d module(u) / du, leaving the module's parameter .grad as it was."""
     from autograd.functional import vjp
@@ -191,13 +199,8 @@ def measure(model, idx: Any, targets: Any, per_param: bool = True) -> dict:
             prefix = f"transformer.h.{i}."
             pg = math.sqrt(sum(v * v for k, v in param_norms.items() if k.startswith(prefix)))
             g_in = catcher.grad(r["input"])
-            subs = []
-            for sub in sublayer_gradients(block, r, catcher):
-                g_s, g_u = sub["grad_in"], sub["grad_sum"]
-                split = _identity_split(g_u, g_s) if g_u is not None else \
-                    {"id_share": None, "id_ratio": None, "id_cos": None}
-                subs.append({"name": sub["name"], "branch_rms": _rms(sub["branch"].data), "grad_in": _norm(g_s),
-                             "grad_sum": None if g_u is None else _norm(g_u), **split})
+            subs = [sublayer_numbers(sub["name"], sub["branch"].data, sub["grad_in"], sub["grad_sum"])
+                    for sub in sublayer_gradients(block, r, catcher)]
             layers.append({"x_rms": _rms(r["input"].data), "grad_norm": _norm(g_in),
                            "param_grad_norm": pg, "sublayers": subs})
     top = records[-1]["output"]

@@ -72,10 +72,16 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def sweep_table(summary: list[dict]) -> str:
     """One line per (variant, depth): mean ± std over seeds of the summary numbers."""
-    headers = ["variant", "depth", "seeds"] + [title for _, title, _ in SWEEP_COLUMNS]
-    rows = [[s["variant"], str(s["depth"]), str(s["n_seeds"])] + [_cell(s, k, f) for k, _, f in SWEEP_COLUMNS]
-            for s in summary]
+    stacked = any("stack" in s for s in summary)  # encoder-decoder rows: one per stack
+    headers = ["variant"] + (["stack"] if stacked else []) + ["depth", "seeds"] + [t for _, t, _ in SWEEP_COLUMNS]
+    rows = [[s["variant"]] + ([s.get("stack", "")] if stacked else []) + [str(s["depth"]), str(s["n_seeds"])]
+            + [_cell(s, k, f) for k, _, f in SWEEP_COLUMNS] for s in summary]
     return format_table(headers, rows)
+
+
+def label(row: dict) -> str:
+    """A run's or summary row's name in plots and titles: its variant, and its stack if any."""
+    return f"{row['variant']} {row['stack']}" if row.get("stack") else row["variant"]
 
 
 def layer_table(run: dict) -> str:
@@ -133,14 +139,14 @@ def plot_gradients(result: dict, path: str | os.PathLike) -> str:
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     summary, runs = result["summary"], result["runs"]
-    variants = list(dict.fromkeys(s["variant"] for s in summary))
+    variants = list(dict.fromkeys(label(s) for s in summary))
     depths = sorted({s["depth"] for s in summary})
     first_seed = min(r["seed"] for r in runs)
     palette: dict = {}
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
     for v in variants:
         style = _style(v, palette)
-        rows = [s for s in sorted(summary, key=lambda s: s["depth"]) if s["variant"] == v and s["grad_in_mean"]]
+        rows = [s for s in sorted(summary, key=lambda s: s["depth"]) if label(s) == v and s["grad_in_mean"]]
         d = [s["depth"] for s in rows]
         m = [s["grad_in_mean"] for s in rows]
         sd = [s["grad_in_std"] or 0.0 for s in rows]
@@ -148,7 +154,7 @@ def plot_gradients(result: dict, path: str | os.PathLike) -> str:
         ax0.fill_between(d, [max(a - b, a * 1e-2) for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)],
                          color=style["color"], alpha=0.15)
         for run in runs:
-            if run["variant"] == v and run["depth"] == depths[-1] and run["seed"] == first_seed and run["layers"]:
+            if label(run) == v and run["depth"] == depths[-1] and run["seed"] == first_seed and run["layers"]:
                 g = [layer["grad_norm"] for layer in run["layers"]] + [run["grad_out"]]
                 ax1.plot(range(len(g)), g, label=v, **style)
     ax0.set(xscale="log", yscale="log", xlabel="depth L (blocks)", ylabel="|dL/dx_0| (bottom block input)",

@@ -9,6 +9,10 @@ windows for every variant at a seed), then is measured on the fixed batch.
 
 The corpus is read as bytes (vocabulary 256, no tokenizer to train): `corpus` files, or by
 default the Python standard library's own sources, which every machine running this has.
+
+`family` "seq2seq" or "encoder" measures the encoder-decoder or the encoder-only model instead
+(gpt/gradflow/families.py: their data is generated), one run per stack (encoder, decoder),
+each run and summary row labelled with its "stack".
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from gpt.gradflow import families
 from gpt.gradflow.measure import measure, summarize_run
 from gpt.gradflow.variants import Variant
 
@@ -30,7 +35,8 @@ MEASURE_BATCH_SEED = 12345
 
 @dataclass
 class SweepSpec:
-    """What to measure. Model fields not listed are GPTConfig's defaults (learned positions, gelu)."""
+    """What to measure. Model fields not listed are GPTConfig's defaults (learned positions, gelu).
+    family: "gpt", or "seq2seq" / "encoder" (families.py; pos, mlp, block_size and corpus unused)."""
 
     depths: list[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 48])
     variants: list[Variant] = field(default_factory=lambda: [Variant(), Variant(prenorm=False)])
@@ -46,8 +52,11 @@ class SweepSpec:
     device: str = "cpu"
     corpus: list[str] = field(default_factory=list)
     max_corpus_bytes: int = 2_000_000
+    family: str = "gpt"
 
     def check(self) -> None:
+        if self.family not in families.FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(families.FAMILIES)}, got {self.family!r}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.steps < 0:
@@ -56,6 +65,11 @@ class SweepSpec:
             raise ValueError(f"depths must be positive block counts, got {self.depths}")
         if not self.variants or not self.seeds:
             raise ValueError("a sweep needs at least one variant and one seed")
+        for v in self.variants:
+            families.check_variant(self.family, v)
+            if v.n_kv_head is not None and self.n_head % v.n_kv_head:
+                raise ValueError(f"variant {v.name!r}: n_head={self.n_head} must be divisible by "
+                                 f"its {v.n_kv_head} key/value heads")
         for name in ("n_embd", "n_head", "block_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -109,17 +123,22 @@ def build_model(spec: SweepSpec, variant: Variant, depth: int, seed: int):
     return model.to(spec.device) if spec.device != "cpu" else model
 
 
-def train_steps(model, tokens: np.ndarray, spec: SweepSpec, seed: int) -> list[float]:
-    """`spec.steps` AdamW steps on random windows (seeded); the losses (stops early on a NaN)."""
+def train_steps(model, tokens: np.ndarray | None, spec: SweepSpec, seed: int) -> list[float]:
+    """`spec.steps` AdamW steps on random batches (seeded): windows of `tokens` for a GPT, the
+    family's own batches otherwise; the losses (stops early on a NaN)."""
     from nn.optim import AdamW, clip_grad_norm
 
+    if spec.family == "gpt":
+        def loss_of(model, rng):
+            return model(*batch_at(tokens, rng, spec.batch_size, spec.block_size))[1]
+    else:
+        loss_of = families.training_loss(spec.family, spec.batch_size)
     opt = AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
     rng = np.random.default_rng(1_000_003 * (seed + 1))
     losses = []
     for _ in range(spec.steps):
-        idx, targets = batch_at(tokens, rng, spec.batch_size, spec.block_size)
         opt.zero_grad()
-        _, loss = model(idx, targets)
+        loss = loss_of(model, rng)
         value = float(loss.item())
         losses.append(value)
         if not math.isfinite(value):
@@ -130,8 +149,28 @@ def train_steps(model, tokens: np.ndarray, spec: SweepSpec, seed: int) -> list[f
     return losses
 
 
+def run_stacks(spec: SweepSpec, variant: Variant, depth: int, seed: int) -> list[dict]:
+    """Build, optionally train, and measure one model of a stack family: one run per stack."""
+    from gpt.gradflow.stacks import measure_stacks
+
+    model = families.build(spec.family, spec, variant, depth, seed)
+    losses = train_steps(model, None, spec, seed) if spec.steps else []
+    base = {"variant": variant.name, "depth": depth, "seed": seed, "steps": spec.steps,
+            "train_losses": losses[:: max(1, len(losses) // 50)] if losses else []}
+    if losses and not math.isfinite(losses[-1]):
+        return [{**base, "stack": "encoder", "diverged": True, "loss": float("nan"), "layers": [], "params": {}}]
+    m = measure_stacks(model, families.measure_forward(spec.family, spec.batch_size, MEASURE_BATCH_SEED))
+    runs = []
+    for stack, numbers in m["stacks"].items():
+        run = {**base, "stack": stack, "loss": m["loss"], **numbers,
+               "params": {k: v for k, v in m["params"].items() if stack in k.split(".")}}
+        run["summary"] = summarize_run(run)
+        runs.append(run)
+    return runs
+
+
 def run_one(spec: SweepSpec, variant: Variant, depth: int, seed: int, tokens: np.ndarray) -> dict:
-    """Build, optionally train, and measure one model; a JSON-ready dict."""
+    """Build, optionally train, and measure one GPT; a JSON-ready dict."""
     model = build_model(spec, variant, depth, seed)
     losses = train_steps(model, tokens, spec, seed) if spec.steps else []
     # One measurement batch for every seed and variant, so the spread over seeds is the model's.
@@ -162,11 +201,13 @@ def summarize(runs: list[dict]) -> list[dict]:
     """
     groups: dict[tuple, list[dict]] = {}
     for run in runs:
-        groups.setdefault((run["variant"], run["depth"]), []).append(run)
+        groups.setdefault((run["variant"], run.get("stack"), run["depth"]), []).append(run)
     rows = []
-    for (variant, depth), group in groups.items():
+    for (variant, stack, depth), group in groups.items():
         row = {"variant": variant, "depth": depth, "n_seeds": len(group),
                "diverged": sum(1 for r in group if r.get("diverged"))}
+        if stack is not None:
+            row["stack"] = stack
         for key in SUMMARY_KEYS:
             vals = [r["summary"][key] for r in group if "summary" in r]
             if key in GEOMETRIC_KEYS and vals:
@@ -183,22 +224,27 @@ def summarize(runs: list[dict]) -> list[dict]:
 def run_sweep(spec: SweepSpec, progress: Callable[[str], None] | None = None) -> dict:
     """Run every (variant, depth, seed); {"spec", "runs", "summary"} ready for report.py."""
     spec.check()
-    tokens = load_corpus(spec.corpus, spec.max_corpus_bytes)
+    tokens = load_corpus(spec.corpus, spec.max_corpus_bytes) if spec.family == "gpt" else None
     runs = []
     for variant in spec.variants:
         for depth in spec.depths:
             for seed in spec.seeds:
                 t0 = time.perf_counter()
-                run = run_one(spec, variant, depth, seed, tokens)
-                run["seconds"] = round(time.perf_counter() - t0, 3)
-                runs.append(run)
-                if progress:
-                    s = run.get("summary")
-                    what = "diverged" if s is None else f"|dL/dx_0|={s['grad_in']:.3g} loss={s['loss']:.3f}"
-                    progress(f"{variant.name:>22} depth {depth:>3} seed {seed}: {what} ({run['seconds']:.1f}s)")
+                done = [run_one(spec, variant, depth, seed, tokens)] if spec.family == "gpt" else \
+                    run_stacks(spec, variant, depth, seed)
+                for run in done:
+                    run["seconds"] = round(time.perf_counter() - t0, 3)
+                    runs.append(run)
+                    if progress:
+                        s = run.get("summary")
+                        what = "diverged" if s is None else f"|dL/dx_0|={s['grad_in']:.3g} loss={s['loss']:.3f}"
+                        where = f" {run['stack']}" if "stack" in run else ""
+                        progress(f"{variant.name:>22}{where} depth {depth:>3} seed {seed}: {what} "
+                                 f"({run['seconds']:.1f}s)")
     spec_dict = {k: v for k, v in spec.__dict__.items() if k != "variants"}
     spec_dict["variants"] = [v.name for v in spec.variants]
-    spec_dict["corpus"] = spec.corpus or ["<python stdlib sources>"]
+    spec_dict["corpus"] = (spec.corpus or ["<python stdlib sources>"]) if spec.family == "gpt" else \
+        [f"<generated {spec.family} batches>"]
     return {"spec": spec_dict, "runs": runs, "summary": summarize(runs)}
 
 
@@ -231,4 +277,30 @@ def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens:
             rows.append({"kind": "gpt", "variant": variant.name, "seed": seed, "depth": depth,
                          "width": width, "tokens": tokens, "steps": small.steps,
                          **gpt_block_spectra(model, idx)})
+    return rows
+
+
+def stack_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens: int = 4,
+                         seeds: list[int] | None = None) -> list[dict]:
+    """Layer Jacobian spectra of a small-width model of a stack family (spec.family; n_embd =
+    `width`, 2 heads) for every variant: one row per stack, kind "encoder" or "decoder", each
+    layer's Jacobian with respect to its stream ((tokens*width)^2, memory and masks fixed) on
+    one example cut to `tokens` positions, after `spec.steps` training steps when asked."""
+    from dataclasses import replace
+
+    from gpt.gradflow.stacks import stack_block_spectra
+
+    if width % 2:
+        raise ValueError(f"the Jacobian study's width must be even (2 heads), got {width}")
+    small = replace(spec, n_embd=width, n_head=2)
+    forward = families.jacobian_forward(spec.family, tokens, MEASURE_BATCH_SEED)
+    rows = []
+    for variant in spec.variants:
+        for seed in seeds if seeds is not None else spec.seeds[:1]:
+            model = families.build(spec.family, small, variant, depth, seed)
+            if small.steps:
+                train_steps(model, None, small, seed)
+            for stack, spectra in stack_block_spectra(model, forward).items():
+                rows.append({"kind": stack, "variant": variant.name, "seed": seed, "depth": depth,
+                             "width": width, "tokens": tokens, "steps": small.steps, **spectra})
     return rows

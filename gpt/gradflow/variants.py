@@ -9,12 +9,16 @@ A variant is written as dash-separated words, in any order, each word overriding
     rms | rmsnorm           RMSNorm
     res | residual          x + F(x)
     nores | noresidual      F(x) alone: the residual additions removed
+    mha                     one key/value head per query head (GPTConfig's default)
+    kvN | gqaN              grouped-query attention with N key/value heads (GPTConfig.n_kv_head)
+    mqa                     multi-query attention: one key/value head (kv1)
 
 so "post-nores" is a post-norm LayerNorm stack without residual additions, and its canonical
-name is "post-layernorm-nores".
+name is "post-layernorm-nores"; "pre-kv2" is "pre-layernorm-kv2".
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _WORDS = {
@@ -24,7 +28,20 @@ _WORDS = {
     "rms": ("norm", "rmsnorm"), "rmsnorm": ("norm", "rmsnorm"),
     "res": ("residual", True), "residual": ("residual", True),
     "nores": ("residual", False), "noresidual": ("residual", False),
+    "mha": ("n_kv_head", None), "mqa": ("n_kv_head", 1),
 }
+_KV_WORD = re.compile(r"(?:kv|gqa)(\d+)")
+
+
+def _word(word: str, text: str) -> tuple:
+    """(field, value) of one variant word; a clear error naming the word otherwise."""
+    if word in _WORDS:
+        return _WORDS[word]
+    kv = _KV_WORD.fullmatch(word)
+    if kv and int(kv.group(1)) >= 1:
+        return "n_kv_head", int(kv.group(1))
+    known = ", ".join(sorted(_WORDS) + ["kvN", "gqaN"])
+    raise ValueError(f"unknown word {word!r} in variant {text!r}; known words: {known}")
 
 
 @dataclass(frozen=True)
@@ -34,14 +51,17 @@ class Variant:
     prenorm: bool = True
     residual: bool = True
     norm: str = "layernorm"
+    n_kv_head: int | None = None  # None: as many key/value heads as query heads
 
     @property
     def name(self) -> str:
-        return f"{'pre' if self.prenorm else 'post'}-{self.norm}{'' if self.residual else '-nores'}"
+        kv = "" if self.n_kv_head is None else f"-kv{self.n_kv_head}"
+        return f"{'pre' if self.prenorm else 'post'}-{self.norm}{'' if self.residual else '-nores'}{kv}"
 
     def config_overrides(self) -> dict:
         """The GPTConfig fields this variant sets."""
-        return {"prenorm": self.prenorm, "residual": self.residual, "norm": self.norm}
+        out = {"prenorm": self.prenorm, "residual": self.residual, "norm": self.norm}
+        return out if self.n_kv_head is None else {**out, "n_kv_head": self.n_kv_head}
 
     @classmethod
     def parse(cls, text: str) -> "Variant":
@@ -51,10 +71,7 @@ class Variant:
         if not words:
             raise ValueError("empty variant name: expected words like 'pre', 'post-nores', 'pre-rms'")
         for word in words:
-            if word not in _WORDS:
-                known = ", ".join(sorted(_WORDS))
-                raise ValueError(f"unknown word {word!r} in variant {text!r}; known words: {known}")
-            key, value = _WORDS[word]
+            key, value = _word(word, text)
             if key in fields and fields[key] != value:
                 raise ValueError(f"variant {text!r} sets {key} twice with different values")
             fields[key] = value
