@@ -126,7 +126,7 @@ def _header(d, path) -> tuple[str, dict[str, int]]:
         raise ValueError(f"{path}: expected a JSON object at the top level")
     if "model" in d and "format" not in d:
         raise ValueError(f"{path}: this is a Hugging Face tokenizer.json, not our format; "
-                         "bpe writes that format (save_huggingface) but does not read it")
+                         "read it with Tokenizer.from_huggingface")
     if d.get("format") == TIKTOKEN_SIDE_FORMAT:
         raise ValueError(f"{path}: this is the side file of a .tiktoken file (its pattern and special "
                          f"tokens); load the .tiktoken file itself ({d.get('ranks_file')!r})")

@@ -177,3 +177,102 @@ def huggingface_dict(tok) -> dict:
 
 def save_huggingface(tok, path: str | os.PathLike) -> None:
     atomic_write_text(path, json.dumps(huggingface_dict(tok), ensure_ascii=False, indent=1) + "\n")
+
+
+# ---- reading tokenizer.json -------------------------------------------------------------------
+def _hf_pattern(pre, path) -> str:
+    """The one split pattern of a byte-level pre-tokenizer: ByteLevel with its built-in regex
+    (GPT-2), or a Sequence of one Split regex and a ByteLevel without regex (LLaMA-3, Qwen2)."""
+    from .patterns import PATTERNS
+
+    def byte_level(step, use_regex):
+        if step.get("add_prefix_space"):
+            raise ValueError(f"{path}: pre_tokenizer ByteLevel has add_prefix_space=true, which is not implemented")
+        if bool(step.get("use_regex", True)) != use_regex:
+            raise ValueError(f"{path}: pre_tokenizer ByteLevel with use_regex={not use_regex} "
+                             f"{'after a Split' if not use_regex else 'alone'} is not implemented")
+
+    if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
+        byte_level(pre, True)
+        return GPT2_PATTERN
+    steps = pre.get("pretokenizers") if isinstance(pre, dict) and pre.get("type") == "Sequence" else None
+    kinds = [s.get("type") for s in steps] if isinstance(steps, list) and all(isinstance(s, dict) for s in steps) else None
+    if kinds != ["Split", "ByteLevel"]:
+        what = pre.get("type") if isinstance(pre, dict) else pre
+        raise ValueError(f"{path}: pre_tokenizer {what!r} {kinds or ''} is not implemented; supported: "
+                         "ByteLevel (GPT-2) or Sequence[Split regex, ByteLevel] (LLaMA-3, Qwen2)")
+    split, level = steps
+    regex = (split.get("pattern") or {}).get("Regex")
+    if not isinstance(regex, str) or split.get("behavior") != "Isolated" or split.get("invert"):
+        raise ValueError(f"{path}: pre_tokenizer Split must be a Regex with behavior 'Isolated' and invert "
+                         f"false, got {json.dumps(split)[:120]}")
+    byte_level(level, False)
+    for pattern in PATTERNS.values():  # our own export writes the Oniguruma spelling of these
+        if onig_pattern(pattern) == regex:
+            return pattern
+    return regex
+
+
+def _hf_merges(merges, path) -> list[tuple[str, str]]:
+    out = []
+    for k, m in enumerate(merges):
+        pair = m.split(" ") if isinstance(m, str) else m
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+            raise ValueError(f"{path}: field 'model.merges[{k}]' must be \"a b\" or [a, b], got {str(m)[:40]!r}")
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, int]]:
+    """(ranks, pattern, special tokens) of a parsed byte-level BPE tokenizer.json.
+
+    Ids are the file's. Our encoder merges by id (tiktoken's rule), so the merge-made tokens must
+    be numbered in merge order, as GPT-2's, LLaMA-3's and Qwen2's are; every added token (special
+    or not: the `tokenizers` package matches both in the text) becomes a special token."""
+    model = d.get("model")
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        raise ValueError(f"{path}: field 'model.type' is {str((model or {}).get('type'))!r}; only BPE is implemented")
+    if model.get("byte_fallback") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise ValueError(f"{path}: a SentencePiece-style BPE (byte_fallback, subword prefix/suffix) is not "
+                         "implemented; only byte-level BPE (GPT-2, LLaMA-3, Qwen2)")
+    norm = d.get("normalizer")
+    if norm is not None and norm.get("type") != "NFC":
+        raise ValueError(f"{path}: normalizer {norm.get('type')!r} is not implemented")
+    if norm is not None:
+        import warnings
+
+        warnings.warn(f"{path}: the NFC normalizer is not applied; text already in NFC encodes the same", stacklevel=3)
+    pattern = _hf_pattern(d.get("pre_tokenizer"), path)
+    added = {}
+    for k, t in enumerate(d.get("added_tokens") or []):
+        if not (isinstance(t, dict) and isinstance(t.get("content"), str) and isinstance(t.get("id"), int)):
+            raise ValueError(f"{path}: field 'added_tokens[{k}]' must have a string 'content' and an int 'id'")
+        added[t["content"]] = t["id"]
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{path}: field 'model.vocab' must be an object mapping token strings to ids")
+    merges = _hf_merges(model.get("merges") or [], path)
+    singles = set(bytes_to_unicode().values())
+    made = {a + b: k for k, (a, b) in enumerate(merges)}
+    ranks: dict[bytes, int] = {}
+    last = None
+    for s, i in sorted(((s, i) for s, i in vocab.items() if s not in added), key=lambda x: made.get(x[0], -1)):
+        if s not in singles and s not in made:
+            raise ValueError(f"{path}: token {s[:40]!r} (id {i}) is neither a byte, made by a merge, nor an added token")
+        if s in made:
+            if last is not None and i <= last[1]:
+                raise ValueError(f"{path}: token {s[:40]!r} (id {i}, merge {made[s]}) is numbered before "
+                                 f"{last[0][:40]!r} (id {last[1]}), made by an earlier merge; ids out of merge "
+                                 "order are not implemented (we merge by id, as tiktoken does)")
+            last = (s, i)
+        ranks[_to_bytes(s, f"{path}: token {s[:40]!r}")] = i
+    return ranks, pattern, added
+
+
+def load_huggingface(cls, path: str | os.PathLike):
+    """A Tokenizer from a Hugging Face byte-level BPE ``tokenizer.json``; ids are the file's."""
+    d = _read_json(path, "tokenizer.json")
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: expected a JSON object at the top level")
+    ranks, pattern, specials = huggingface_parts(d, path)
+    return cls(ranks, pattern, specials)

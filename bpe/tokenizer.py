@@ -382,6 +382,14 @@ class Tokenizer:
 
         save_gpt2_files(self, encoder_json, vocab_bpe)
 
+    @classmethod
+    def from_huggingface(cls, path: str | os.PathLike) -> "Tokenizer":
+        """Read a Hugging Face byte-level BPE ``tokenizer.json`` (GPT-2, LLaMA-3, Qwen2 style); ids
+        are the file's, added tokens become special tokens."""
+        from .hf import load_huggingface
+
+        return load_huggingface(cls, path)
+
     def save_huggingface(self, path: str | os.PathLike) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte-level BPE) that encodes like this one."""
         from .hf import save_huggingface

@@ -12,7 +12,7 @@ import importlib
 import sys
 import warnings
 
-COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow", "translate")
+COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow", "translate", "importer", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -113,7 +113,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, n_embd: int, n_head: int, bias: bool = True, dropout: float = 0.0,
                  causal: bool = True, rope: Module | None = None, qk_norm: bool = False,
-                 norm_eps: float = 1e-6, n_kv_head: int | None = None):
+                 norm_eps: float = 1e-6, n_kv_head: int | None = None, qkv_bias: bool | None = None):
         super().__init__()
         if n_head < 1 or n_embd % n_head:
             raise ValueError(f"MultiHeadAttention: n_embd={n_embd} must be divisible by n_head={n_head}")
@@ -124,7 +124,8 @@ class MultiHeadAttention(Module):
         self.n_kv_head = n_kv_head
         self.causal = bool(causal)
         self.attn_dropout = float(dropout)
-        self.c_attn = Linear(n_embd, n_embd + 2 * n_kv_head * self.head_dim, bias=bias)
+        qkv_bias = bias if qkv_bias is None else qkv_bias  # Qwen2: a bias on c_attn alone
+        self.c_attn = Linear(n_embd, n_embd + 2 * n_kv_head * self.head_dim, bias=qkv_bias)
         self.c_proj = Linear(n_embd, n_embd, bias=bias)
         self.resid_dropout = Dropout(dropout)
         if rope is not None and getattr(rope, "head_dim", None) != self.head_dim:

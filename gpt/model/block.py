@@ -52,7 +52,8 @@ class Block(nn.Module):
         self.ln_1 = make_norm(cfg)
         self.attn = nn.MultiHeadAttention(cfg.n_embd, cfg.n_head, bias=cfg.bias, dropout=cfg.dropout,
                                           causal=True, rope=rope, qk_norm=cfg.qk_norm,
-                                          norm_eps=cfg.norm_eps, n_kv_head=cfg.n_kv_head)
+                                          norm_eps=cfg.norm_eps, n_kv_head=cfg.n_kv_head,
+                                          qkv_bias=cfg.has_qkv_bias)
         self.ln_2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
         self.mlp_drop = nn.Dropout(cfg.dropout)  # the attention applies its own residual dropout

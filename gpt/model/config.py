@@ -16,6 +16,8 @@ Variant semantics (what the model builds for each field):
   group of n_head / n_kv_head query heads shares one. None means n_head (multi-head), 1 is
   multi-query. c_attn then maps C -> C + 2 x n_kv_head x head_dim, and the KV cache holds
   n_kv_head heads.
+- qkv_bias: a bias on c_attn alone (the fused q, k, v projection); None follows `bias`. Qwen2
+  has qkv_bias=True with bias=False (no other linear layer has one).
 - qk_norm: q and k RMS-normalised per head (a learned gain of head_dim each,
   `.attn.q_norm`, `.attn.k_norm`) before RoPE and the scores.
 - prenorm=True: x = x + f(ln(x)) per sublayer and a final `transformer.ln_f` (GPT-2).
@@ -84,6 +86,7 @@ class GPTConfig:
     n_kv_head: int | None = _setting(None, "key/value heads (grouped-query attention; default n_head)")
     dropout: float = _setting(0.0, "dropout probability")
     bias: bool = _setting(True, "biases in linear layers and norms")
+    qkv_bias: bool | None = _setting(None, "a bias on the q, k, v projection (default: bias; Qwen2: on with bias off)")
     tie_weights: bool = _setting(True, "share the token embedding with the output layer")
     pos: str = _setting("learned", "positions", POS_CHOICES)
     norm: str = _setting("layernorm", "normalisation", NORM_CHOICES)
@@ -113,7 +116,7 @@ class GPTConfig:
             value = getattr(self, s.name)
             if s.choices and value not in s.choices:
                 problems.append(f"{s.name} must be one of {', '.join(map(repr, s.choices))}, got {value!r}")
-            if s.type is bool and not isinstance(value, bool):
+            if s.type is bool and not isinstance(value, bool) and not (value is None and s.default is None):
                 problems.append(f"{s.name} must be True or False, got {value!r}")
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             problems.append(f"dropout must be in [0, 1), got {self.dropout!r}")
@@ -161,6 +164,11 @@ class GPTConfig:
         return self.n_head if self.n_kv_head is None else self.n_kv_head
 
     @property
+    def has_qkv_bias(self) -> bool:
+        """Whether c_attn has a bias: qkv_bias, or bias when it is None."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
     def hidden(self) -> int:
         """The MLP's hidden width (per expert for "moe")."""
         if self.mlp_hidden is not None:
@@ -184,9 +192,9 @@ class GPTConfig:
     def attn_params(self) -> int:
         """One attention sublayer: fused q, k, v projection (C -> C + 2 x kv_heads x head_dim),
         output projection, and the q and k gains of qk_norm."""
-        C, b = self.n_embd, int(self.bias)
+        C, b, bq = self.n_embd, int(self.bias), int(self.has_qkv_bias)
         qkv = C + 2 * self.kv_heads * self.head_dim
-        return C * qkv + b * qkv + C * C + b * C + 2 * self.head_dim * int(self.qk_norm)
+        return C * qkv + bq * qkv + C * C + b * C + 2 * self.head_dim * int(self.qk_norm)
 
     def mlp_params(self) -> int:
         """One feed-forward sublayer (all experts and the router for "moe")."""

@@ -276,3 +276,21 @@ class GPT(nn.Module):
             # few rows than x @ wte.T through the transposed view
             return (t.wte.weight.data @ x.T).T                             # (B, V)
         return x @ self.lm_head.weight.data                                # (B, V)
+
+    # ---- real models in and out (gpt/pretrained) -----------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: Any, block_size: int | None = None, device: str = "cpu",
+                        dropout: float = 0.0) -> "GPT":
+        """A GPT (eval mode) from a local Hugging Face folder (config.json + model.safetensors or
+        shards): GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM. What
+        cannot be reproduced exactly is refused, naming the field. See gpt.pretrained."""
+        from gpt.pretrained import from_pretrained
+
+        return from_pretrained(path, block_size=block_size, device=device, dropout=dropout)
+
+    def save_pretrained(self, path: Any, tokenizer: Any = None, bf16: bool = False):
+        """Write a folder transformers' AutoModelForCausalLM (and, with `tokenizer`, AutoTokenizer)
+        loads, and from_pretrained reads back; returns its path. See gpt.pretrained."""
+        from gpt.pretrained import save_pretrained
+
+        return save_pretrained(self, path, tokenizer=tokenizer, bf16=bf16)

@@ -47,12 +47,18 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
     from nn.amp import configure
     from nn.optim import AdamW, weight_decay_groups
 
-    model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
+    init_state = None
+    if cfg.init_from:  # fine-tuning: the model is the pretrained one, only dropout changes
+        model_cfg, init_state = init_model(cfg, vocab_size)
+    else:
+        model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
     keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
     if cfg.device == "cpu":  # pool and BLAS threads from the free cores, or $GPT_THREADS
         apply_threads(ranks=dist.world_size if dist is not None else 1)
     manual_seed(cfg.seed)
     model = GPT(model_cfg)
+    if init_state is not None:
+        model.load_state_dict(init_state)
     if cfg.device != "cpu":
         model.to(cfg.device)
     if dist is not None:  # the same seed gives the same weights; rank 0's are the rule
@@ -63,6 +69,20 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
     optimizer = AdamW(amp.master_groups(groups) if amp else groups, lr=cfg.lr,
                       betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     return model_cfg, model, amp, optimizer
+
+
+def init_model(cfg: TrainConfig, vocab_size: int):
+    """(GPTConfig, state_dict) of --init-from, checked against the data and the block size."""
+    from gpt.pretrained import load_init
+
+    model_cfg, state, _ = load_init(cfg.init_from)
+    if vocab_size > model_cfg.vocab_size:
+        raise ValueError(f"the data's vocabulary has {vocab_size} ids but the --init-from model only "
+                         f"{model_cfg.vocab_size}: prepare the data with the model's own tokenizer")
+    if cfg.block_size > model_cfg.block_size:
+        raise ValueError(f"--block-size {cfg.block_size} exceeds the --init-from model's context of "
+                         f"{model_cfg.block_size}: pass --block-size {model_cfg.block_size} or less")
+    return model_cfg.replace(dropout=cfg.dropout), state
 
 
 def build_batches(cfg: TrainConfig, train_tokens: np.ndarray, val_tokens: np.ndarray, dist=None):

@@ -67,6 +67,9 @@ class _RunSettings:
     # the run
     out: str | None = _f(None, "run folder (default: runs/<date-time>)", str, "run")
     resume: str | None = _f(None, "continue a run: its folder or a checkpoint file", str, "run")
+    init_from: str | None = _f(None, "fine-tune: start from the weights of a run folder, checkpoint or Hugging "
+                               "Face model folder (fresh optimizer, step 0; the model's shape is its own, "
+                               "--dropout and a shorter --block-size apply)", str, "run")
     device: str = _f("cpu", "cpu, cuda or cuda:N", str, "run")
     precision: str = _f("fp32", "fp32; tf32 (TF32 matmuls) or fp16 (float16 compute, float32 master weights, "
                         "dynamic loss scaling) need --device cuda", str, "run", ("fp32", "tf32", "fp16"))
@@ -118,6 +121,8 @@ class _Methods:
         for name in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 errors.append(f"{_flag(name)} must be in [0, 1), got {getattr(self, name)}")
+        if self.init_from and self.resume:
+            errors.append("give either --init-from (a fresh fine-tune) or --resume (continue a run), not both")
         if self.data and self.input:
             errors.append("give either --data (a prepared folder) or --input (text), not both")
         if self.precision != "fp32" and self.device == "cpu":

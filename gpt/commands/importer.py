@@ -1,0 +1,55 @@
+"""`gpt import --hf DIR --out RUN`: a Hugging Face model folder as a run folder of ours.
+
+The run folder holds latest.safetensors (the weights, step 0, no optimizer state), config.json
+and tokenizer.json (our format), so `gpt sample`, `gpt eval`, `gpt gradflow --run` and
+`gpt train --init-from RUN` (fine-tuning) take it like any run. (The module cannot be named
+`import`, a Python keyword.)
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "import", help="a Hugging Face model folder (GPT-2, LLaMA, Mistral, Qwen2) as a run folder",
+        description="Read a local Hugging Face model folder (config.json, model.safetensors or shards, "
+                    "tokenizer.json) and write a run folder that gpt sample / eval / gradflow and "
+                    "gpt train --init-from accept. Nothing is downloaded.")
+    p.add_argument("--hf", required=True, metavar="DIR", help="the Hugging Face model folder")
+    p.add_argument("--out", required=True, metavar="RUN", help="the run folder to write")
+    p.add_argument("--block-size", type=int, default=None, metavar="T",
+                   help="a shorter context than the checkpoint's (default: its max_position_embeddings)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpt.pretrained.folder import load, load_tokenizer
+    from gpt.training.checkpoint import LATEST
+    from gpt.training.run_folder import RunFolder
+
+    t0 = time.perf_counter()
+    cfg, state = load(args.hf, args.block_size)
+    tokenizer = load_tokenizer(args.hf)
+    folder = RunFolder(args.out)
+    if (folder / LATEST).exists():
+        raise FileExistsError(f"{args.out} already holds a checkpoint; choose another --out")
+    folder.open()
+    try:
+        text = None
+        if tokenizer is not None:
+            tokenizer.save(folder / "tokenizer.json")
+            text = (folder / "tokenizer.json").read_text(encoding="utf-8")
+        source = str(Path(args.hf).resolve())
+        folder.write_config({"model": cfg.to_dict(), "imported_from": source})
+        meta = {"step": 0, "config": cfg.to_dict(), "tokenizer": text, "vocab_size": cfg.vocab_size,
+                "data_dir": None, "imported_from": source}
+        folder.save_checkpoint(LATEST, state, None, meta)
+    finally:
+        folder.close()
+    print(f"imported {args.hf} ({cfg.count_params():,} parameters, {cfg.n_layer} layers, d={cfg.n_embd}, "
+          f"T={cfg.block_size}, vocab {cfg.vocab_size}{', no tokenizer' if tokenizer is None else ''}) "
+          f"into {args.out} in {time.perf_counter() - t0:.1f}s")
+    return 0

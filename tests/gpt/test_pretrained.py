@@ -1,0 +1,261 @@
+"""Hugging Face model folders in and out, checked without PyTorch: files written with the
+safetensors package under Hugging Face's names give the logits of a NumPy reference of each
+architecture (written here from the papers' equations), and our folders load back exactly."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from autograd import manual_seed
+from gpt import GPT, GPTConfig
+from gpt.pretrained import UnsupportedModel, hf_weights
+from gpt.pretrained.hf_config import config_to_hf
+from nn import bfloat16
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+V, T = 61, 16
+GPT2 = GPTConfig(vocab_size=V, block_size=T, n_layer=2, n_head=4, n_embd=32)
+LLAMA_GQA = GPTConfig(vocab_size=V, block_size=T, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, pos="rope",
+                      norm="rmsnorm", mlp="swiglu", mlp_hidden=48, bias=False, tie_weights=False,
+                      rope_base=500000.0, norm_eps=1e-5)
+QWEN2 = LLAMA_GQA.replace(qkv_bias=True, n_kv_head=1, tie_weights=True)
+
+
+# ---- NumPy references of the Hugging Face architectures (float64) -------------------------------
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _attention(q, k, v):
+    """q (H, T, hs), k, v (H, T, hs): causal softmax(q k^T / sqrt(hs)) v."""
+    n = q.shape[1]
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones((n, n), bool)), scores, -np.inf)
+    return _softmax(scores) @ v
+
+
+def gpt2_reference(w, cfg, ids):
+    """GPT2LMHeadModel: Conv1D weights (in, out), LayerNorm, gelu_new, tied head."""
+    def ln(x, p):
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + cfg.norm_eps) * w[p + ".weight"] + w[p + ".bias"]
+
+    def gelu(x):
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+    H, hs = cfg.n_head, cfg.head_dim
+    x = w["wte.weight"][ids] + w["wpe.weight"][: len(ids)]
+    for i in range(cfg.n_layer):
+        p = f"h.{i}."
+        qkv = ln(x, p + "ln_1") @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        q, k, v = (a.reshape(len(ids), H, hs).transpose(1, 0, 2) for a in np.split(qkv, 3, axis=-1))
+        y = _attention(q, k, v).transpose(1, 0, 2).reshape(len(ids), -1)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = gelu(ln(x, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    return ln(x, "ln_f") @ w["wte.weight"].T
+
+
+def llama_reference(w, cfg, ids):
+    """LlamaForCausalLM / Qwen2ForCausalLM: nn.Linear weights (out, in), RMSNorm, half-split RoPE
+    (rotate_half), grouped-query attention by repeating kv heads, SwiGLU."""
+    def rms(x, name):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + cfg.norm_eps) * w[name]
+
+    def lin(x, name):
+        return x @ w[name + ".weight"].T + w.get(name + ".bias", 0.0)
+
+    n, H, Hkv, hs = len(ids), cfg.n_head, cfg.kv_heads, cfg.head_dim
+    inv = cfg.rope_base ** (-np.arange(0, hs, 2) / hs)
+    ang = np.arange(n)[:, None] * inv
+    cos, sin = np.concatenate([np.cos(ang)] * 2, -1), np.concatenate([np.sin(ang)] * 2, -1)
+
+    def rope(a):  # (heads, T, hs)
+        rot = np.concatenate([-a[..., hs // 2:], a[..., : hs // 2]], -1)
+        return a * cos + rot * sin
+
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(cfg.n_layer):
+        p = f"model.layers.{i}."
+        h = rms(x, p + "input_layernorm.weight")
+        heads = lambda a, m: a.reshape(n, m, hs).transpose(1, 0, 2)  # noqa: E731
+        q = rope(heads(lin(h, p + "self_attn.q_proj"), H))
+        k = np.repeat(rope(heads(lin(h, p + "self_attn.k_proj"), Hkv)), H // Hkv, axis=0)
+        v = np.repeat(heads(lin(h, p + "self_attn.v_proj"), Hkv), H // Hkv, axis=0)
+        x = x + lin(_attention(q, k, v).transpose(1, 0, 2).reshape(n, -1), p + "self_attn.o_proj")
+        h = rms(x, p + "post_attention_layernorm.weight")
+        gate, up = lin(h, p + "mlp.gate_proj"), lin(h, p + "mlp.up_proj")
+        x = x + lin(gate / (1 + np.exp(-gate)) * up, p + "mlp.down_proj")
+    x = rms(x, "model.norm.weight")
+    head = w["model.embed_tokens.weight"] if cfg.tie_weights else w["lm_head.weight"]
+    return x @ head.T
+
+
+# ---- writing folders the way Hugging Face does ---------------------------------------------------
+def random_hf_tensors(cfg, arch, seed=0):
+    """Random float32 tensors under Hugging Face's names and shapes (our mapping, inverted)."""
+    manual_seed(seed)
+    model = GPT(cfg)
+    rng = np.random.default_rng(seed)
+    state = {k: (v + rng.normal(0, 0.1, v.shape)).astype(np.float32) for k, v in model.state_dict().items()}
+    return hf_weights.to_hf(state, cfg, arch)
+
+
+def save_bf16_by_hand(path, tensors):
+    """A safetensors file whose tensors are BF16, laid out by hand (the package cannot from NumPy)."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, arr in tensors.items():
+        raw = bfloat16.from_float(arr).tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def write_folder(folder, cfg, tensors, bf16=False, config=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config or config_to_hf(cfg)))
+    if bf16:
+        save_bf16_by_hand(folder / "model.safetensors", tensors)
+    else:
+        safetensors_numpy.save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+IDS = np.random.default_rng(5).integers(0, V, T)
+
+
+@pytest.mark.parametrize("prefixed", [True, False])
+def test_gpt2_files_written_by_safetensors_give_the_reference_logits(tmp_path, prefixed):
+    tensors = random_hf_tensors(GPT2, "GPT2LMHeadModel")
+    plain = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    files = dict(tensors) if prefixed else dict(plain)
+    mask = np.tril(np.ones((1, 1, T, T), np.float32))
+    for i in range(GPT2.n_layer):  # the causal-mask buffers old checkpoints carry, and a tied head
+        files[f"{'transformer.' if prefixed else ''}h.{i}.attn.bias"] = mask
+        files[f"{'transformer.' if prefixed else ''}h.{i}.attn.masked_bias"] = np.array(-1e4, np.float32)
+    files["lm_head.weight"] = plain["wte.weight"]
+    model = GPT.from_pretrained(write_folder(tmp_path / "gpt2", GPT2, files))
+    ref = gpt2_reference({k: v.astype(np.float64) for k, v in plain.items()}, GPT2, IDS)
+    got = model(IDS[None])[0].numpy()[0]
+    np.testing.assert_allclose(got, ref, atol=1e-4)
+    assert model.config.tie_weights and model.config.pos == "learned"
+
+
+@pytest.mark.parametrize("cfg,arch", [(LLAMA_GQA, "LlamaForCausalLM"), (QWEN2, "Qwen2ForCausalLM"),
+                                      (LLAMA_GQA, "MistralForCausalLM")])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_llama_family_files_give_the_reference_logits(tmp_path, cfg, arch, bf16):
+    tensors = random_hf_tensors(cfg, "Qwen2ForCausalLM" if arch == "Qwen2ForCausalLM" else "LlamaForCausalLM")
+    config = dict(config_to_hf(cfg), architectures=[arch])
+    if arch == "MistralForCausalLM":
+        config.update(model_type="mistral", sliding_window=None)
+        config.pop("attention_bias"), config.pop("mlp_bias")
+    model = GPT.from_pretrained(write_folder(tmp_path / arch, cfg, tensors, bf16=bf16, config=config))
+    if bf16:  # the reference sees the same rounded weights
+        tensors = {k: bfloat16.to_float32(bfloat16.from_float(v)) for k, v in tensors.items()}
+    ref = llama_reference({k: v.astype(np.float64) for k, v in tensors.items()}, cfg, IDS)
+    np.testing.assert_allclose(model(IDS[None])[0].numpy()[0], ref, atol=1e-4)
+    assert model.config.kv_heads == cfg.kv_heads and model.config.has_qkv_bias == cfg.has_qkv_bias
+
+
+@pytest.mark.parametrize("cfg", [GPT2, LLAMA_GQA, QWEN2, LLAMA_GQA.replace(bias=True)],
+                         ids=["gpt2", "llama-gqa", "qwen2", "llama-bias"])
+def test_save_pretrained_then_from_pretrained_gives_identical_logits(tmp_path, cfg):
+    manual_seed(1)
+    model = GPT(cfg).eval()
+    model.save_pretrained(tmp_path / "out")
+    back = GPT.from_pretrained(tmp_path / "out")
+    assert back.config == cfg.replace(init_std=back.config.init_std)
+    ids = IDS[None].repeat(2, 0)
+    assert np.array_equal(model(ids)[0].numpy(), back(ids)[0].numpy())
+    assert np.array_equal(model.generate(ids[:, :4], 8, temperature=0), back.generate(ids[:, :4], 8, temperature=0))
+
+
+def test_bf16_save_stores_half_the_bytes_and_loads_the_rounded_weights(tmp_path):
+    model = GPT(LLAMA_GQA)
+    model.save_pretrained(tmp_path / "bf16", bf16=True)
+    header = json.loads((tmp_path / "bf16" / "model.safetensors").read_bytes()[8:][:4000].split(b"}}")[0] + b"}}")
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"BF16"}
+    back = GPT.from_pretrained(tmp_path / "bf16")
+    for (name, a), b in zip(model.state_dict().items(), back.state_dict().values()):
+        assert np.array_equal(bfloat16.to_float32(bfloat16.from_float(a)), b), name
+
+
+def test_shards_listed_by_an_index_load_like_one_file(tmp_path):
+    tensors = random_hf_tensors(LLAMA_GQA, "LlamaForCausalLM")
+    one = GPT.from_pretrained(write_folder(tmp_path / "one", LLAMA_GQA, tensors))
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config_to_hf(LLAMA_GQA)))
+    names = list(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for file, part in shards.items():
+        safetensors_numpy.save_file({n: tensors[n] for n in part}, str(folder / file), metadata={"format": "pt"})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: f for f, part in shards.items() for n in part}}))
+    two = GPT.from_pretrained(folder)
+    assert np.array_equal(one(IDS[None])[0].numpy(), two(IDS[None])[0].numpy())
+
+
+def test_a_shorter_block_size_crops_gpt2_positions(tmp_path):
+    folder = write_folder(tmp_path / "g", GPT2, random_hf_tensors(GPT2, "GPT2LMHeadModel"))
+    full, short = GPT.from_pretrained(folder), GPT.from_pretrained(folder, block_size=8)
+    assert short.config.block_size == 8
+    np.testing.assert_array_equal(full(IDS[None, :8])[0].numpy(), short(IDS[None, :8])[0].numpy())
+
+
+# ---- refusals: never a silently different model --------------------------------------------------
+def _llama_folder(tmp_path, **changes):
+    config = dict(config_to_hf(LLAMA_GQA), **changes)
+    return write_folder(tmp_path / "m", LLAMA_GQA, random_hf_tensors(LLAMA_GQA, "LlamaForCausalLM"), config=config)
+
+
+@pytest.mark.parametrize("changes,named", [
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling"),
+    ({"hidden_act": "gelu"}, "hidden_act"),
+    ({"architectures": ["FalconForCausalLM"]}, "architectures"),
+    ({"architectures": ["MistralForCausalLM"], "sliding_window": 8}, "sliding_window"),
+    ({"attention_bias": True}, "mlp_bias"),
+])
+def test_unimplemented_config_fields_are_refused_by_name(tmp_path, changes, named):
+    with pytest.raises(UnsupportedModel, match=named):
+        GPT.from_pretrained(_llama_folder(tmp_path, **changes))
+
+
+def test_a_sliding_window_covering_the_context_is_accepted(tmp_path):
+    folder = _llama_folder(tmp_path, architectures=["MistralForCausalLM"], sliding_window=T)
+    assert GPT.from_pretrained(folder).config.block_size == T
+    assert GPT.from_pretrained(_llama_folder(tmp_path / "b", architectures=["MistralForCausalLM"], sliding_window=8),
+                               block_size=8).config.block_size == 8
+
+
+def test_a_pickle_only_folder_is_refused_with_the_conversion(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(config_to_hf(GPT2)))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02not loaded")
+    with pytest.raises(ValueError, match="pickle.*safe_serialization"):
+        GPT.from_pretrained(tmp_path)
+
+
+def test_missing_and_unknown_tensors_are_listed(tmp_path):
+    tensors = random_hf_tensors(LLAMA_GQA, "LlamaForCausalLM")
+    tensors.pop("model.norm.weight")
+    tensors["model.layers.0.self_attn.q_norm.weight"] = np.ones(8, np.float32)
+    with pytest.raises(UnsupportedModel, match="model.norm.weight.*q_norm"):
+        GPT.from_pretrained(write_folder(tmp_path / "m", LLAMA_GQA, tensors))
+
+
+@pytest.mark.parametrize("changes,named", [
+    ({"pos": "sinusoidal"}, "sinusoidal"), ({"prenorm": False}, "post-norm"), ({"residual": False}, "residual"),
+    ({"mlp": "moe"}, "moe"), ({"mlp": "relu2"}, "relu2"), ({"qk_norm": True}, "qk_norm"),
+    ({"bias": False}, "bias=True"),
+])
+def test_save_pretrained_refuses_what_transformers_cannot_express(tmp_path, changes, named):
+    with pytest.raises(UnsupportedModel, match=named):
+        GPT(GPT2.replace(**changes)).save_pretrained(tmp_path / "x")
+    assert not (tmp_path / "x").exists()
