@@ -1,0 +1,156 @@
+"""Tokenizers made by the `tokenizers` package encode identically here; GGUF files read back by
+the `gguf` package hold the metadata, names, shapes and values llama.cpp expects; the import /
+export / fine-tune commands work on each other's folders."""
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+from autograd import manual_seed
+from bpe import Tokenizer
+from gpt import GPT, GPTConfig
+from gpt.cli import main as gpt_main
+from gpt.pretrained import save_gguf
+
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")
+
+
+def _texts():
+    return [open(f, encoding="utf-8").read() for f in sorted(glob.glob(os.path.dirname(json.__file__) + "/*.py"))]
+
+
+@pytest.mark.parametrize("style", ["gpt2", "llama3", "qwen2"])
+@pytest.mark.parametrize("merges_as_pairs", [False, True])
+def test_tokenizer_json_of_the_tokenizers_package_encodes_identically(tmp_path, style, merges_as_pairs):
+    tk = pytest.importorskip("tokenizers")
+    hf = tk.Tokenizer(tk.models.BPE(ignore_merges=style != "gpt2"))
+    level = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=style == "gpt2")
+    if style != "gpt2":
+        split = tk.pre_tokenizers.Split(tk.Regex(LLAMA3_SPLIT if style == "llama3" else QWEN2_SPLIT), "isolated")
+        level = tk.pre_tokenizers.Sequence([split, level])
+    hf.pre_tokenizer, hf.decoder = level, tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(vocab_size=800, initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+                                     special_tokens=["<|endoftext|>"], show_progress=False)
+    texts = _texts()
+    hf.train_from_iterator(texts, trainer)
+    hf.add_special_tokens(["<|im_start|>"])
+    hf.add_tokens(["<tool_call>"])  # an added token that is not special: matched in the text too
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    if merges_as_pairs is not isinstance(json.loads(path.read_text())["model"]["merges"][0], list):
+        d = json.loads(path.read_text())  # the other spelling of the merges
+        d["model"]["merges"] = [(m.split(" ") if isinstance(m, str) else " ".join(m)) for m in d["model"]["merges"]]
+        path.write_text(json.dumps(d))
+    ours = Tokenizer.from_huggingface(path)
+    text = "".join(texts[:6]) + " héllo wörld 日本語 123456 <|endoftext|> a<|im_start|>b <tool_call>x  \n\n y"
+    expected = hf.encode(text, add_special_tokens=False).ids
+    assert ours.encode(text, allowed_special="all") == expected
+    assert ours.decode(expected) == hf.decode(expected, skip_special_tokens=False)
+
+
+def test_our_tokenizer_written_as_tokenizer_json_reads_back_with_the_same_ids(tmp_path):
+    tok = Tokenizer.train_from_iterator(_texts()[:4], vocab_size=400, special_tokens=["<|endoftext|>"])
+    tok.save_huggingface(tmp_path / "t.json")
+    back = Tokenizer.from_huggingface(tmp_path / "t.json")
+    text = _texts()[-1][:5000]
+    assert back.encode(text) == tok.encode(text) and back.pattern == tok.pattern
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"model": {"type": "WordPiece"}}, "model.type"),
+    ({"normalizer": {"type": "Lowercase"}}, "normalizer"),
+    ({"pre_tokenizer": {"type": "Metaspace"}}, "Metaspace"),
+])
+def test_tokenizer_json_we_cannot_reproduce_is_refused_by_name(tmp_path, change, named):
+    tok = Tokenizer.train_from_iterator(_texts()[:2], vocab_size=300)
+    tok.save_huggingface(tmp_path / "t.json")
+    d = {**json.loads((tmp_path / "t.json").read_text()), **change}
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=named):
+        Tokenizer.from_huggingface(tmp_path / "t.json")
+
+
+# ---- GGUF -----------------------------------------------------------------------------------------
+GGUF_GPT2 = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=4, n_embd=32)
+GGUF_LLAMA = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, pos="rope",
+                       norm="rmsnorm", mlp="swiglu", mlp_hidden=48, bias=False, tie_weights=False)
+
+
+@pytest.mark.parametrize("cfg,arch", [(GGUF_GPT2, "gpt2"), (GGUF_LLAMA, "llama")])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_gguf_reads_back_with_the_gguf_package(tmp_path, cfg, arch, dtype):
+    gguf = pytest.importorskip("gguf")
+    manual_seed(0)
+    model = GPT(cfg)
+    tok = Tokenizer.train_from_iterator(_texts()[:3], vocab_size=290, special_tokens=["<|endoftext|>"])
+    path = save_gguf(model, tmp_path / "m.gguf", tokenizer=tok, dtype=dtype)
+    r = gguf.GGUFReader(str(path))
+    field = lambda k: r.fields[k].contents()  # noqa: E731
+    assert field("general.architecture") == arch
+    assert field(f"{arch}.block_count") == cfg.n_layer and field(f"{arch}.embedding_length") == cfg.n_embd
+    assert field(f"{arch}.attention.head_count") == cfg.n_head and field(f"{arch}.context_length") == cfg.block_size
+    assert field(f"{arch}.feed_forward_length") == cfg.hidden
+    if arch == "llama":
+        assert field("llama.attention.head_count_kv") == cfg.kv_heads
+        assert field("llama.rope.dimension_count") == cfg.head_dim
+    tokens = field("tokenizer.ggml.tokens")
+    assert len(tokens) == cfg.vocab_size and tokens[tok.special_tokens["<|endoftext|>"]] == "<|endoftext|>"
+    assert field("tokenizer.ggml.model") == "gpt2" and field("tokenizer.ggml.eos_token_id") == tok.special_tokens["<|endoftext|>"]
+    # names: llama.cpp's own, as the gguf package spells them
+    known = {n.format(bid=i) for n in gguf.TENSOR_NAMES.values() for i in range(cfg.n_layer)}
+    tensors = {t.name: t for t in r.tensors}
+    assert all(name.rsplit(".", 1)[0] in known for name in tensors), sorted(tensors)
+    sd = {k: v for k, v in model.state_dict().items()}
+    W = lambda name: np.asarray(tensors[name].data, np.float32)  # noqa: E731
+    tol = dict(atol=1e-3 if dtype == "f16" else 0)
+    np.testing.assert_allclose(W("token_embd.weight"), sd["transformer.wte.weight"], **tol)
+    assert tensors["token_embd.weight"].tensor_type.name == dtype.upper()
+    assert tensors["blk.0.attn_norm.weight"].tensor_type.name == "F32"
+    if arch == "gpt2":
+        np.testing.assert_allclose(W("blk.1.attn_qkv.weight"), sd["transformer.h.1.attn.c_attn.weight"].T, **tol)
+        np.testing.assert_allclose(W("position_embd.weight"), sd["transformer.wpe.weight"], **tol)
+        assert "output.weight" not in tensors  # tied: llama.cpp uses token_embd
+    else:
+        C, kv, hs = cfg.n_embd, cfg.kv_heads * cfg.head_dim, cfg.head_dim
+        q = sd["transformer.h.0.attn.c_attn.weight"][:, :C].T          # (C_out, C_in), half-split rows
+        # llama.cpp's rows: per head, the pairs (x_i, x_{i + hs/2}) interleaved
+        inter = q.reshape(cfg.n_head, 2, hs // 2, C).transpose(0, 2, 1, 3).reshape(C, C)
+        np.testing.assert_allclose(W("blk.0.attn_q.weight"), inter, **tol)
+        k = sd["transformer.h.0.attn.c_attn.weight"][:, C:C + kv].T
+        np.testing.assert_allclose(W("blk.0.attn_k.weight"),
+                                   k.reshape(cfg.kv_heads, 2, hs // 2, C).transpose(0, 2, 1, 3).reshape(kv, C), **tol)
+        np.testing.assert_allclose(W("blk.0.ffn_gate.weight"), sd["transformer.h.0.mlp.c_fc.weight"][:, :48].T, **tol)
+        np.testing.assert_allclose(W("output.weight"), sd["lm_head.weight"].T, **tol)
+        assert tuple(int(s) for s in tensors["blk.0.attn_k.weight"].shape) == (C, kv)  # ne: innermost first
+
+
+# ---- the commands -----------------------------------------------------------------------------------
+def test_export_import_and_fine_tune_through_the_cli(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "input.txt").write_text("".join(_texts()[:4]), encoding="utf-8")
+    assert gpt_main(["prepare", "--input", "input.txt", "--vocab-size", "300", "--out", "data"]) == 0
+    small = ["--n-layer", "1", "--n-head", "2", "--n-kv-head", "1", "--n-embd", "32", "--block-size", "32",
+             "--max-steps", "2", "--eval-batches", "1", "--samples", "0", "--peak-flops", "1e9"]
+    assert gpt_main(["train", "--data", "data", "--pos", "rope", "--norm", "rmsnorm", "--mlp", "swiglu",
+                     "--no-bias", "--out", "run"] + small) == 0
+    assert gpt_main(["export", "--run", "run", "--hf", "hf"]) == 0
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    assert gpt_main(["export", "--run", "run", "--gguf", "m.gguf", "--dtype", "f16"]) == 0
+    assert gpt_main(["import", "--hf", "hf", "--out", "imported"]) == 0
+    from gpt.training.checkpoint import load_model
+
+    a, tok_a, _ = load_model("run")
+    b, tok_b, meta = load_model("imported")
+    ids = np.arange(20)[None] % 300
+    assert np.array_equal(a(ids)[0].numpy(), b(ids)[0].numpy()) and meta["step"] == 0
+    assert tok_b.encode("def f(x): return x") == tok_a.encode("def f(x): return x")
+    assert gpt_main(["train", "--init-from", "imported", "--data", "data", "--dropout", "0.1", "--out", "ft",
+                     "--block-size", "32", "--max-steps", "2", "--eval-batches", "1", "--samples", "0",
+                     "--peak-flops", "1e9"]) == 0
+    ft, _, ft_meta = load_model("ft")
+    assert ft_meta["step"] == 2 and ft.config == b.config.replace(dropout=0.1)
+    assert gpt_main(["train", "--init-from", "imported", "--data", "data", "--out", "ft2", "--block-size", "64"]) == 2
