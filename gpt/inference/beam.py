@@ -59,25 +59,8 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
         lp = np.asarray(logprob_fn(seqs, parents), dtype=np.float64)
         vocab = lp.shape[1]
         total = (sums[:, None] + lp).ravel()
-        # 2K candidates leave room for K live beams even if K of them finish now
-        cand = _top_candidates(total, min(2 * num_beams, total.size))
-        new_rows, new_sums, new_parents = [], [], []
-        for rank, c in enumerate(cand):
-            if not np.isfinite(total[c]):
-                break
-            beam, tok = divmod(int(c), vocab)
-            toks = seqs[beam].tolist() + [tok]
-            if is_final is not None and is_final(toks):
-                # a finished hypothesis counts only if it ranks among the top K this step
-                if rank < num_beams:
-                    finished.append(Hypothesis(toks, float(total[c]), norm(float(total[c]), len(toks))))
-            else:
-                new_rows.append(toks)
-                new_sums.append(float(total[c]))
-                new_parents.append(beam)
-            if len(new_rows) == num_beams:
-                break
-        finished = sorted(finished, key=lambda h: -h.score)[:num_beams]  # stable: earlier first on ties
+        new_rows, new_sums, new_parents, done = _extend(seqs, total, vocab, num_beams, is_final, norm)
+        finished = sorted(finished + done, key=lambda h: -h.score)[:num_beams]  # stable: earlier first on ties
         if not new_rows:
             break
         seqs = np.asarray(new_rows, dtype=np.int64)
@@ -91,6 +74,30 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
         if seqs.shape[1] > 0 else []
     pool = sorted(finished + live, key=lambda h: -h.score)
     return pool[:num_return]
+
+
+def _extend(seqs: np.ndarray, total: np.ndarray, vocab: int, num_beams: int, is_final, norm):
+    """One step's choice among the (beams x vocab) summed log-probabilities `total`: up to K =
+    num_beams live rows (tokens, sum, parent beam) and the hypotheses that finished this step."""
+    # 2K candidates leave room for K live beams even if K of them finish now
+    cand = _top_candidates(total, min(2 * num_beams, total.size))
+    rows, sums, parents, done = [], [], [], []
+    for rank, c in enumerate(cand):
+        if not np.isfinite(total[c]):
+            break
+        beam, tok = divmod(int(c), vocab)
+        toks = seqs[beam].tolist() + [tok]
+        if is_final is not None and is_final(toks):
+            # a finished hypothesis counts only if it ranks among the top K this step
+            if rank < num_beams:
+                done.append(Hypothesis(toks, float(total[c]), norm(float(total[c]), len(toks))))
+        else:
+            rows.append(toks)
+            sums.append(float(total[c]))
+            parents.append(beam)
+        if len(rows) == num_beams:
+            break
+    return rows, sums, parents, done
 
 
 def _best_reachable(logprob: float, length: int, max_length: int, length_penalty: float) -> float:
