@@ -185,7 +185,8 @@ def _jacobians(args, spec, result: dict) -> None:
         what = f"toy blocks: gain 1/sqrt(depth); gpt: {'GPT-2 init' if spec.steps == 0 else state}"
     else:
         result["jacobian"] = stack_jacobian_study(spec, depth=depth, width=width, tokens=tokens)
-        what = f"{spec.family}: each layer with respect to its stream, memory fixed, {state}"
+        fixed = "memory and masks fixed" if spec.family == "seq2seq" else "masks fixed"
+        what = f"{spec.family}: each layer with respect to its stream, {fixed}, {state}"
     print(f"\nJacobian spectra, depth {depth}, width {width} ({what}, {tokens} tokens; seed {spec.seeds[0]})")
     print(report.spectra_table(result["jacobian"]))
 
@@ -225,7 +226,10 @@ def run_trained(args) -> int:
     run_ = result["runs"][0]
     B, T = run_["batch"]
     result["title"] = f"{result['spec']['run']} on {args.text}: B={B} T={T} ({result['spec']['text_tokens']:,} tokens)"
+    cfg = model.config
     print(f"\ngradient flow, {result['title']}")
+    print(f"GPT n_layer={cfg.n_layer} n_head={cfg.n_head} n_kv_head={cfg.kv_heads} n_embd={cfg.n_embd} "
+          f"pos={cfg.pos} norm={cfg.norm} mlp={cfg.mlp} prenorm={cfg.prenorm}")
     print(report.sweep_table(result["summary"]))
     print(f"\nper block, {run_['variant']}")
     print(report.layer_table(run_))
