@@ -1,8 +1,8 @@
 """Benchmark bpe against its peers: training time, encode throughput, bytes per token.
 
-Training corpus: the running Python's standard-library .py sources in sorted order,
-wrapping around to reach each size (3.11 holds 31.5 MB). Every trainer gets the same
-documents (one per source file) and the same split pattern. Encoding corpora: code, English
+Training corpora: code (the running Python's standard-library .py sources in sorted order,
+wrapping around to reach each size; 3.11 holds 31.5 MB), English prose and multilingual text.
+Every trainer gets the same documents and the same split pattern. Encoding corpora: code, English
 prose and multilingual text (``bench_bpe_texts.py``: licenses, man pages in many languages,
 translation catalogs), each with our trained vocabulary and with cl100k's when
 ``../shared/data/cl100k_base.tiktoken`` exists. Peers appear when installed: Hugging Face
@@ -101,7 +101,7 @@ def train_rustbpe(rustbpe, docs, vocab, pattern):
     return tok
 
 
-def train_row(size, docs, vocab, pattern, args, tokenizers, rustbpe):
+def train_row(corpus, docs, vocab, pattern, args, tokenizers, rustbpe):
     """One table row (each trainer ``args.repeat`` times, interleaved) and our tokenizer."""
     ours, hf, rb = [], [], []
     rb_err = tok = None
@@ -115,7 +115,7 @@ def train_row(size, docs, vocab, pattern, args, tokenizers, rustbpe):
                 rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
             except Exception as e:  # an API we do not know: say so, keep going
                 rb_err = f"error: {type(e).__name__}"
-    row = [f"{size:g} MB", vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
+    row = [corpus, vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
     if hf:
         row += [f"{med(hf, 0):.1f} ({med(hf, 1):.1f})", f"{med(ours, 0) / med(hf, 0):.2f}x"]
     else:
@@ -201,6 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="training runs per cell (median; default 1)")
     ap.add_argument("--encode-repeat", type=int, default=3, help="encoding runs per cell (median; default 3)")
     ap.add_argument("--workers", type=int, default=None, help="our counting/batch processes (default all cores)")
+    ap.add_argument("--train-corpora", default="code,prose,multilingual",
+                    help="corpora to train on (bench_bpe_texts.py; default code,prose,multilingual)")
     ap.add_argument("--encode-corpora", default="code,prose,multilingual",
                     help="corpora to encode (bench_bpe_texts.py; default code,prose,multilingual)")
     ap.add_argument("--batch", action="store_true", help="also time batch encoding (per document, all cores)")
@@ -223,16 +225,19 @@ def main(argv=None) -> int:
           f"tokenizers {getattr(tokenizers, '__version__', 'absent')}, tiktoken {getattr(tiktoken, '__version__', 'absent')}, "
           f"rustbpe {'present' if rustbpe else 'absent'}")
 
-    trained: dict[int, Tokenizer] = {}
+    trained: dict[int, Tokenizer] = {}  # vocab -> ours, trained on code
     if not args.skip_train:
         rows = []
-        for size in sizes:
-            docs = stdlib_docs(int(size * MB))
-            for vocab in vocabs:
-                row, trained[vocab] = train_row(size, docs, vocab, pattern, args, tokenizers, rustbpe)
-                rows.append(row)
-                print(f"  trained {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
-            del docs
+        for kind in args.train_corpora.split(","):
+            for size in sizes:
+                docs = corpus_docs(kind, int(size * MB))
+                for vocab in vocabs:
+                    row, tok = train_row(f"{kind} {size:g} MB", docs, vocab, pattern, args, tokenizers, rustbpe)
+                    if kind == "code":
+                        trained[vocab] = tok
+                    rows.append(row)
+                    print(f"  trained {kind} {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
+                del docs
         print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
                     ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe",
                      "ours / rustbpe (wall)"], rows)
