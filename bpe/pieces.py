@@ -4,7 +4,7 @@
 the tuple of its ids; it starts with every token that is whole UTF-8 text (a piece equal to a
 token encodes to that token, as in tiktoken). Looking the pieces up and joining their ids is
 one chain of C calls (``map`` of the cache's ``__getitem__``, ``chain.from_iterable``); only a
-piece not seen yet runs Python code (the cache's ``__missing__``: ``bytepair.byte_pair_encode``).
+piece not seen yet runs Python code (the cache's ``__missing__``: ``bytepair.merge_small``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .bytepair import LONG_PIECE, byte_pair_encode, merge_small, utf8
 from .patterns import segment_cut
 from .split import chunk_finder
 
-CACHE_LIMIT = 1 << 19  # distinct pieces remembered; the cache is emptied (back to the tokens) when full
+CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts, to bound the memory of the pieces
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
 
@@ -41,7 +41,7 @@ class PieceCache(dict):
             b = utf8(piece)
         ids = tuple(merge_small(self.ranks, b) if len(b) < LONG_PIECE else byte_pair_encode(self.ranks, b))
         if len(piece) <= MAX_CACHED_PIECE:
-            if len(self) >= CACHE_LIMIT:
+            if len(self) >= CACHE_LIMIT + len(self.base):
                 self.clear()
                 self.update(self.base)
             self[piece] = ids
