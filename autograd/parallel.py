@@ -7,7 +7,9 @@ rows 0..n: the caller's thread and the pool's threads take the next chunk as the
 a thread slowed by another process on its core takes fewer chunks instead of holding up the
 rest (an even split would wait for the slowest thread). Chunks are small enough (~64 Ki
 elements, a few hundred KiB) that every pass of a multi-pass kernel over one chunk stays in
-the core's cache.
+the core's cache. How work is cut depends only on the arrays' shapes, never on the number of
+threads (one thread runs the same chunks in turn), so every result is the same bits on one
+thread and on many: a run resumed under another load continues exactly.
 
 `set_threads(n)` sets both the pool's size and OpenBLAS's threads (the BLAS NumPy loaded, found
 through /proc/self/maps and set the way threadpoolctl does; elsewhere only the pool changes).
@@ -115,11 +117,15 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
     Ranges hold `step` rows (default: about CHUNK_ELEMENTS elements). fn must write disjoint
     outputs per range; its exceptions are raised here."""
     pool = _pool
-    if pool is None or n_rows < 2 or n_rows * row_elements < MIN_PARALLEL:
+    if n_rows < 2 or n_rows * row_elements < MIN_PARALLEL:
         fn(0, n_rows)
         return
     step = step or chunk_rows(n_rows, row_elements)
     bounds = [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+    if pool is None:  # the same ranges in order: results never depend on the thread count
+        for lo, hi in bounds:
+            fn(lo, hi)
+        return
     take = itertools.count()   # next() on a count is atomic under the GIL: a shared work queue
     n = len(bounds)
 
@@ -136,6 +142,9 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
 
 
 GEMM_MIN_FLOPS = 1 << 23   # smaller products run as one BLAS call
+# Larger ones run as this many blocks (whatever the thread count, so that a run on one thread
+# and a run on two compute every number alike: exact resume does not depend on the load).
+GEMM_PARTS = 8
 
 
 def matmul(a, b, out=None):
@@ -147,7 +156,7 @@ def matmul(a, b, out=None):
     products and broadcasting shapes go to the backend's matmul unchanged."""
     if not (type(a) is np.ndarray and type(b) is np.ndarray):
         return a @ b if out is None else _xp_matmul(a, b, out)
-    if (_pool is None or a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
+    if (a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
             or a.shape[-1] != b.shape[-2] or (a.ndim > 2 and a.shape[0] < 2)):
         return np.matmul(a, b, out=out)
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -155,7 +164,7 @@ def matmul(a, b, out=None):
         return np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(a.shape[:-1] + (N,), dtype=np.result_type(a.dtype, b.dtype))
-    parts = 4 * _threads
+    parts = GEMM_PARTS
     if a.ndim > 2:                       # (n, ..., M, K) @ (n, ..., K, N): blocks of the first axis
         n = a.shape[0]
         for_chunks(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), n, 1 << 30,
@@ -240,7 +249,7 @@ def map_rows(fn: Callable, *arrays) -> None:
     """fn(*blocks) over blocks of rows of the arrays, each seen as (rows, its last axis): all must
     have the same number of rows (an (..., C) array and its (..., 1) row statistics, say). On the
     pool when the arrays are large C-contiguous NumPy arrays, else one call fn(*arrays)."""
-    if _pool is None or not all(type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
+    if not all(type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
         fn(*arrays)
         return
     views = [a.reshape(-1, a.shape[-1]) for a in arrays]

@@ -47,7 +47,7 @@ def _blocks(q, attn_mask, dropout_p) -> bool:
     """Whether attention runs as blocks of the batch on the thread pool: NumPy arrays, no dropout
     and no extra mask (each block is then independent), and a batch axis to split."""
     return (type(q) is np.ndarray and dropout_p == 0.0 and attn_mask is None and q.ndim > 2
-            and q.shape[0] > 1 and parallel.threads() > 1)
+            and q.shape[0] > 1)
 
 
 def _uniform(shape, dtype, array, generator):
@@ -138,7 +138,7 @@ class ScaledDotProductAttention(Function):
     def backward(self, g):
         xp = xp_of(g)
         q, k, v, p = self.q, self.k, self.v, self.p
-        if self.dropout_p == 0.0 and type(g) is np.ndarray and self.p.shape[0] > 1 and parallel.threads() > 1:
+        if self.dropout_p == 0.0 and type(g) is np.ndarray and self.p.shape[0] > 1:
             return self._backward_blocks(g)
         nq, nk, nv = self.needs_input_grad
         dropout = self.dropout_p > 0.0

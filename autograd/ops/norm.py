@@ -22,9 +22,9 @@ from autograd.function import Function
 
 def _on_pool(x) -> bool:
     """Whether a norm of x runs as row blocks on autograd.parallel's threads: a large
-    C-contiguous float32/float64 NumPy array and a pool to run on."""
+    C-contiguous float32/float64 NumPy array (on one thread the same blocks run in turn)."""
     return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous
-            and x.ndim > 1 and parallel.threads() > 1 and x.size >= parallel.MIN_PARALLEL)
+            and x.ndim > 1 and x.size >= parallel.MIN_PARALLEL)
 
 
 def _row_sum(a, C: int):

@@ -73,7 +73,7 @@ def _adamw_arrays(p, g, m, v, lr, b1, b2, eps, wd, t) -> None:
         tmp *= -lr / (1.0 - b1 ** t)
         p += tmp
 
-    if parallel.threads() > 1 and p.size >= parallel.MIN_PARALLEL and all(
+    if p.size >= parallel.MIN_PARALLEL and all(
             type(a) is np.ndarray and a.flags.c_contiguous for a in (p, g, m, v)):
         # rows of 1024 elements where the size allows (else one row: one block)
         flat = [a.reshape(-1, 1024) if a.size % 1024 == 0 else a.reshape(1, -1) for a in (p, g, m, v)]

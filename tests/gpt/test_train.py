@@ -303,3 +303,20 @@ def test_the_loss_scale_of_an_fp16_run_is_in_its_checkpoint(data_dir, tmp_path):
     fresh = Float32Amp(trainer.model)
     restore(ckpt, trainer.model, fresh, trainer.optimizer, trainer.loader)
     assert fresh.scaler.state_dict() == ckpt.meta["loss_scale"]
+
+
+def test_one_thread_and_two_compute_the_same_bits(data_dir, tmp_path, monkeypatch):
+    """gpt train picks its thread count from the load it finds, so the numbers must not depend
+    on it: exact resume holds across a resume on a busier or quieter machine."""
+    from autograd import parallel
+
+    results = []
+    try:
+        for n in (1, 2):
+            monkeypatch.setenv("GPT_THREADS", str(n))
+            results.append(train(small(data_dir, tmp_path / f"t{n}", n_embd=128, n_head=4, block_size=64,
+                                       batch_size=16, max_steps=3, dropout=0.0), out=quiet()))
+            assert parallel.threads() == n
+    finally:
+        parallel.set_threads(1)
+    assert_bitwise_equal(*results)
