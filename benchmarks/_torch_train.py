@@ -22,13 +22,10 @@ def torch_module():
         return None
 
 
-def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
-    """(step(x, y) -> loss float, n_params) for config dict `c` (bench_train.CONFIGS) on
-    `threads` intra-op threads; x, y are int64 NumPy arrays (B, T)."""
-    torch = importlib.import_module("torch")
-    torch.set_num_threads(threads)
+def torch_gpt(torch, C: int, H: int, L: int, V: int, T: int, attention: str = "sdpa"):
+    """The GPT above as a torch.nn.Module (built on the default device; move it with .to()):
+    model(idx, targets) -> the mean cross-entropy. bench_train.py and bench_gpu.py both use it."""
     nnt, F = torch.nn, torch.nn.functional
-    C, H, L, V, T = c["n_embd"], c["n_head"], c["n_layer"], c["vocab_size"], c["block_size"]
 
     class Block(nnt.Module):
         def __init__(self):
@@ -42,7 +39,7 @@ def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
             Tx = q.shape[-2]
             s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-            mask = torch.ones(Tx, Tx, dtype=torch.bool).tril()
+            mask = torch.ones(Tx, Tx, dtype=torch.bool, device=q.device).tril()
             return F.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
 
         def forward(self, x):
@@ -61,15 +58,24 @@ def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
             self.ln_f = nnt.LayerNorm(C)
 
         def forward(self, idx, targets):
-            pos = torch.arange(idx.shape[1])
+            pos = torch.arange(idx.shape[1], device=idx.device)
             x = self.wte(idx) + self.wpe(pos)
             for block in self.h:
                 x = block(x)
             logits = self.ln_f(x) @ self.wte.weight.t()                # tied head, (B, T, V)
-            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+            return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
 
+    return GPT()
+
+
+def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
+    """(step(x, y) -> loss float, n_params) for config dict `c` (bench_train.CONFIGS) on
+    `threads` intra-op threads; x, y are int64 NumPy arrays (B, T)."""
+    torch = importlib.import_module("torch")
+    torch.set_num_threads(threads)
+    C, H, L, V, T = c["n_embd"], c["n_head"], c["n_layer"], c["vocab_size"], c["block_size"]
     torch.manual_seed(0)
-    model = GPT()
+    model = torch_gpt(torch, C, H, L, V, T, attention)
     params = list(model.parameters())
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
