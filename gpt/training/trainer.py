@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpt.data import load_tokenizer, open_tokens, read_meta
-from gpt.data.folder import tokenizer_text
+from gpt.data.folder import load_tokenizer, open_tokens, read_meta, tokenizer_text
 from gpt.training.checkpoint import find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
