@@ -141,7 +141,7 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
         f.result()
 
 
-GEMM_MIN_FLOPS = 1 << 23   # smaller products run as one BLAS call
+GEMM_MIN_FLOPS = 1 << 26   # smaller products run as one BLAS call (a decode step's never split)
 # Larger ones run as this many blocks (whatever the thread count, so that a run on one thread
 # and a run on two compute every number alike: exact resume does not depend on the load).
 GEMM_PARTS = 8
