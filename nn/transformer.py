@@ -198,15 +198,22 @@ def _clones(layer: Module, num_layers: int) -> ModuleList:
     return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
 
 
-class TransformerEncoder(Module):
+class _Stack(Module):
+    """num_layers deep copies of `layer`, then `norm` (None: no final norm)."""
+
+    def __init__(self, layer: Module, num_layers: int, norm: Module | None = None):
+        super().__init__()
+        self.layers = _clones(layer, num_layers)
+        self.num_layers = int(num_layers)
+        self.norm = norm
+        self.batch_first, self.nhead = layer.batch_first, layer.nhead
+
+
+class TransformerEncoder(_Stack):
     """num_layers deep copies of `encoder_layer`, then `norm` (None: no final norm)."""
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Module | None = None):
-        super().__init__()
-        self.layers = _clones(encoder_layer, num_layers)
-        self.num_layers = int(num_layers)
-        self.norm = norm
-        self.batch_first, self.nhead = encoder_layer.batch_first, encoder_layer.nhead
+        super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src: Tensor, mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool | None = None) -> Tensor:
@@ -223,15 +230,11 @@ class TransformerEncoder(Module):
         return x if self.batch_first else x.transpose(0, 1)
 
 
-class TransformerDecoder(Module):
+class TransformerDecoder(_Stack):
     """num_layers deep copies of `decoder_layer`, then `norm` (None: no final norm)."""
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None):
-        super().__init__()
-        self.layers = _clones(decoder_layer, num_layers)
-        self.num_layers = int(num_layers)
-        self.norm = norm
-        self.batch_first, self.nhead = decoder_layer.batch_first, decoder_layer.nhead
+        super().__init__(decoder_layer, num_layers, norm)
 
     def memory_kv(self, memory: Tensor) -> list:
         """Every layer's cross-attention (k, v), each (B, nhead, S, head_dim), from memory (S, B, C)

@@ -80,20 +80,19 @@ class Block(nn.Module):
         """The block's wiring, for Tensors (forward) and raw arrays (step) alike."""
         if rec is not None:
             rec["input"] = x
-        if self.prenorm:
-            a = attn(ln_1(x))  # (B, T, C)
-            x = x + a if self.residual else a
-        else:
-            a = attn(x)
-            x = ln_1(x + a if self.residual else a)
+        a, x = self._sublayer(x, ln_1, attn)
         if rec is not None:
             rec["attn_out"], rec["mid"] = a, x
-        if self.prenorm:
-            m = mlp(ln_2(x))  # (B, T, C)
-            x = x + m if self.residual else m
-        else:
-            m = mlp(x)
-            x = ln_2(x + m if self.residual else m)
+        m, x = self._sublayer(x, ln_2, mlp)
         if rec is not None:
             rec["mlp_out"], rec["output"] = m, x
         return x
+
+    def _sublayer(self, x, norm, f):
+        """(f's output, the new stream): pre-norm x + f(norm(x)), post-norm norm(x + f(x)),
+        without the skip when residual is off. (B, T, C) or (B, C) alike."""
+        if self.prenorm:
+            out = f(norm(x))
+            return out, (x + out if self.residual else out)
+        out = f(x)
+        return out, norm(x + out if self.residual else out)

@@ -162,6 +162,20 @@ def test_whole_model_matches_the_numpy_reference_in_logits_loss_and_every_gradie
             assert p.grad.reshape(-1)[j] == pytest.approx(numeric, rel=1e-5, abs=1e-8), (name, j)
 
 
+def _check_entries(model, idx, tgt, name, p, grad, entries, eps):
+    """The analytic gradient of the loss at `entries` of p against central differences."""
+    flat = p.data.reshape(-1)
+    for j in entries:
+        old = flat[j]
+        with no_grad():
+            flat[j] = old + eps
+            up = model(idx, tgt)[1].item()
+            flat[j] = old - eps
+            down = model(idx, tgt)[1].item()
+        flat[j] = old
+        assert grad.reshape(-1)[j] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-7), (name, j)
+
+
 @pytest.mark.parametrize("pos, norm, mlp, prenorm, residual", VARIANTS)
 def test_whole_model_passes_float64_gradcheck(pos, norm, mlp, prenorm, residual):
     """Every variant: analytic gradients of the loss against central differences of the model
@@ -181,17 +195,7 @@ def test_whole_model_passes_float64_gradcheck(pos, norm, mlp, prenorm, residual)
             assert ".experts." in name, name
             grad = np.zeros_like(p.data)
         assert grad.shape == p.shape, name
-        flat = p.data.reshape(-1)
-        for j in rng.choice(flat.size, size=min(2, flat.size), replace=False):
-            old = flat[j]
-            with no_grad():
-                flat[j] = old + eps
-                up = model(idx, tgt)[1].item()
-                flat[j] = old - eps
-                down = model(idx, tgt)[1].item()
-            flat[j] = old
-            numeric = (up - down) / (2 * eps)
-            assert grad.reshape(-1)[j] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (name, j)
+        _check_entries(model, idx, tgt, name, p, grad, rng.choice(p.size, size=min(2, p.size), replace=False), eps)
 
 
 def test_tied_head_gradient_is_the_sum_of_embedding_and_head_uses():
@@ -401,16 +405,7 @@ def test_gqa_gradients_match_finite_differences_in_float64():
     model(idx, tgt)[1].backward()
     rng, eps = np.random.default_rng(3), 1e-6
     for name, p in model.named_parameters():
-        flat = p.data.reshape(-1)
-        for j in rng.choice(flat.size, size=min(3, flat.size), replace=False):
-            old = flat[j]
-            with no_grad():
-                flat[j] = old + eps
-                up = model(idx, tgt)[1].item()
-                flat[j] = old - eps
-                down = model(idx, tgt)[1].item()
-            flat[j] = old
-            assert p.grad.reshape(-1)[j] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-7), (name, j)
+        _check_entries(model, idx, tgt, name, p, p.grad, rng.choice(p.size, size=min(3, p.size), replace=False), eps)
 
 
 def test_n_kv_head_must_divide_n_head():
