@@ -85,11 +85,17 @@ def _self_mask(mask, key_padding_mask, is_causal, B: int, H: int, T: int, S: int
 class _FeedForward(Module):
     """The position-wise feed-forward sublayer's pieces, named as PyTorch's layers name them."""
 
-    def _init_ff(self, d_model: int, dim_feedforward: int, dropout: float, activation, bias: bool) -> None:
+    def _init_ff(self, d_model: int, dim_feedforward: int, dropout: float, activation, bias: bool,
+                 eps: float, n_sublayers: int) -> None:
+        """The feed-forward layers, then norm1..norm<n> (one per sublayer) and the feed-forward
+        sublayer's output dropout, dropout<n>, in PyTorch's order and names."""
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)   # weight (C, F): PyTorch's (F, C).T
         self.activation = _ff_activation(activation)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)   # weight (F, C)
+        for i in range(1, n_sublayers + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias))
+        setattr(self, f"dropout{n_sublayers}", Dropout(dropout))
 
     def _ff(self, x: Tensor, out_dropout: Dropout) -> Tensor:
         return out_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -107,10 +113,7 @@ class TransformerEncoderLayer(_FeedForward):
         # its dropout on the output is PyTorch's dropout1
         self.self_attn = MultiHeadAttention(d_model, nhead, bias=bias, dropout=dropout, causal=False)
         _init_attention(self.self_attn, d_model)
-        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout2 = Dropout(dropout)
+        self._init_ff(d_model, dim_feedforward, dropout, activation, bias, layer_norm_eps, n_sublayers=2)
 
     def forward(self, src: Tensor, src_mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool = False) -> Tensor:
@@ -150,11 +153,7 @@ class TransformerDecoderLayer(_FeedForward):
         self.multihead_attn = CrossAttention(d_model, nhead, bias=bias, dropout=dropout)
         for attn in (self.self_attn, self.multihead_attn):
             _init_attention(attn, d_model)
-        self._init_ff(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout3 = Dropout(dropout)
+        self._init_ff(d_model, dim_feedforward, dropout, activation, bias, layer_norm_eps, n_sublayers=3)
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Any = None, memory_mask: Any = None,
                 tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
