@@ -38,6 +38,7 @@ import numpy as np
 
 import autograd
 from autograd import Tensor
+from autograd.backend import to_device
 from gpt.inference import sample as S
 from gpt.inference.beam import beam_search
 
@@ -96,7 +97,7 @@ class Decoder:
     def _forward(self, idx: np.ndarray, pos_offset: int, caches) -> np.ndarray:
         with inference(self.model):
             logits, _ = self.model(idx, kv_caches=caches, pos_offset=pos_offset, last_only=True)
-        return _host(logits.data[:, -1, :])  # (B, V)
+        return to_device(logits.data[:, -1, :], "cpu")  # (B, V) on the host
 
     def _run_window(self) -> np.ndarray:
         window = self.tokens[:, self.s:self.n]  # (B, n - s)
@@ -129,7 +130,7 @@ class Decoder:
         # the cached step: only the new token, at position n - 1 - s of the window
         if self.stepper is not None:
             with inference(self.model):
-                return _host(self.stepper(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s))
+                return to_device(self.stepper(self.tokens[:, self.n - 1], self.caches, self.n - 1 - self.s), "cpu")
         return self._forward(self.tokens[:, self.n - 1:self.n], self.n - 1 - self.s, self.caches)
 
     def reorder(self, rows: np.ndarray) -> None:
@@ -138,15 +139,6 @@ class Decoder:
         self.tokens[:, :self.n] = self.tokens[rows, :self.n]
         for c in self.caches or ():
             c.reorder(rows)
-
-
-def _host(a) -> np.ndarray:
-    """A host numpy array of the (B, V) logits (one small copy per step from the GPU)."""
-    if isinstance(a, np.ndarray):
-        return a
-    from autograd.backend import xp_of
-
-    return xp_of(a).ascontiguousarray(a).get()
 
 
 # ---- inputs ----------------------------------------------------------------------------------------

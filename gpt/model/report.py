@@ -28,7 +28,7 @@ def flops_per_token(cfg: GPTConfig, seq_len: int | None = None) -> int:
     return 6 * matmul_params + 12 * L * C * T
 
 
-def _fmt_bytes(n: float) -> str:
+def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
@@ -61,11 +61,11 @@ def report(cfg: GPTConfig, dtype: Any = "float32", built_params: int | None = No
         lines.append(f"WARNING: the built model has {built_params:,} parameters, the formula {total:,}")
     kv = cfg.kv_cache_bytes_per_token(dtype)
     lines += [
-        f"weights in {np.dtype(dtype).name}: {_fmt_bytes(total * itemsize)}",
+        f"weights in {np.dtype(dtype).name}: {format_bytes(total * itemsize)}",
         f"KV cache per token: 2 x n_layer x {cfg.kv_heads} kv heads x head_dim = "
         f"{cfg.kv_cache_numbers_per_token():,} numbers"
-        f" = {_fmt_bytes(kv)} in {np.dtype(dtype).name}; full block of {cfg.block_size}: "
-        f"{_fmt_bytes(kv * cfg.block_size)} per sequence",
+        f" = {format_bytes(kv)} in {np.dtype(dtype).name}; full block of {cfg.block_size}: "
+        f"{format_bytes(kv * cfg.block_size)} per sequence",
         f"training FLOPs per token at T={cfg.block_size}: {flops_per_token(cfg):,}",
     ]
     return "\n".join(lines)

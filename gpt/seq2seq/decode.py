@@ -15,9 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from autograd.backend import to_device
 from gpt.inference import sample as S
 from gpt.inference.beam import beam_search
-from gpt.inference.generate import _host, inference
+from gpt.inference.generate import inference
 from gpt.seq2seq.data import BOS, EOS, pad_rows
 
 
@@ -58,7 +59,7 @@ class Seq2SeqDecoder:
                 out = m.decode(new, None, self.src_pad, kv_caches=self.caches, memory_kv=self.memory_kv,
                                pos_offset=self.fed)
                 self.fed = self.n
-        return _host(out.data[:, -1, :])
+        return to_device(out.data[:, -1, :], "cpu")
 
     def reorder(self, rows: Any) -> None:
         """Row i becomes former row rows[i]: tokens, KV caches, memory (and its k, v), padding."""

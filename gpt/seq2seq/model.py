@@ -236,7 +236,7 @@ def report(model: Seq2Seq | EncoderOnly) -> str:
     lines += [f"{g:<16}{n:>12,}{100 * n / total:>8.1f}%{notes.get(g, '')}" for g, n in counts.items()]
     lines.append(f"{'total':<16}{total:>12,}")
     if isinstance(model, Seq2Seq):
-        from gpt.model.report import _fmt_bytes
+        from gpt.model.report import format_bytes
 
         per = model.cache_numbers(1, 1)["cross_attention"]
         full = model.cache_numbers(cfg.max_len, cfg.max_len)
@@ -246,5 +246,5 @@ def report(model: Seq2Seq | EncoderOnly) -> str:
                      f"target token (self-attention KV cache)")
         lines.append(f"  at max_len={cfg.max_len}: cross-attention {full['cross_attention']:,} + self-attention "
                      f"{full['self_attention']:,} numbers = "
-                     f"{_fmt_bytes(item * sum(full.values()))} per decoded row in {model.src_embed.weight.dtype}")
+                     f"{format_bytes(item * sum(full.values()))} per decoded row in {model.src_embed.weight.dtype}")
     return "\n".join(lines)

@@ -35,7 +35,7 @@ def _squares(grads: list) -> dict:
 def grad_norm(params: Iterable[Any], to_host: bool = True) -> Any:
     """The global L2 norm of the gradients of `params` (Parameters or a Module): a float, or
     with to_host=False a 0-d array on the gradients' device (a float when they span devices)."""
-    return grad_norm_of(_grads(params), to_host)
+    return _norm_of(_grads(params), to_host)
 
 
 def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6, to_host: bool = True) -> Any:
@@ -51,7 +51,7 @@ def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6, to
     grads = _grads(params)
     if not grads:
         return 0.0
-    total = grad_norm_of(grads, to_host)
+    total = _norm_of(grads, to_host)
     if isinstance(total, float):
         if not math.isfinite(total):
             return total
@@ -66,8 +66,8 @@ def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6, to
     return total
 
 
-def grad_norm_of(grads: list, to_host: bool = True) -> Any:
-    """grad_norm of a list of gradient arrays."""
+def _norm_of(grads: list, to_host: bool = True) -> Any:
+    """grad_norm of a list of gradient arrays, on their device or as a float."""
     per_device = _squares(grads)
     if not to_host and len(per_device) == 1:
         (sq,) = per_device.values()
