@@ -261,3 +261,62 @@ def test_layout_round_trip_is_exact():
     assert list(back) != [] and set(back) == set(model.state_dict())
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(back[k], v)
+
+
+# ---- the same model composed from the engine's primitive ops ---------------------------------
+def _p_norm(x, sd, name):
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    var = (xc * xc).mean(axis=-1, keepdims=True)
+    return xc / (var + 1e-5).sqrt() * Tensor(sd[name + ".weight"]) + Tensor(sd[name + ".bias"])
+
+
+def _p_linear(x, W, b):
+    return x @ Tensor(np.ascontiguousarray(W.T)) + Tensor(b)   # PyTorch's (out, in) weight
+
+
+def _p_mha(q_in, kv_in, sd, p, H, bias):
+    W, b = sd[p + "in_proj_weight"], sd[p + "in_proj_bias"]
+    E = W.shape[1]
+    (B, T, _), S, hs = q_in.shape, kv_in.shape[1], E // H
+    q, k, v = (_p_linear(x, W[i * E:(i + 1) * E], b[i * E:(i + 1) * E]).reshape(B, -1, H, hs).transpose(1, 2)
+               for i, x in enumerate((q_in, kv_in, kv_in)))                      # (B, H, L, hs)
+    s = q @ k.transpose(2, 3) * (1.0 / math.sqrt(hs)) + Tensor(bias)            # (B, H, T, S)
+    e = (s - s.max(axis=-1, keepdims=True)).exp()
+    y = (e / e.sum(axis=-1, keepdims=True)) @ v                                   # (B, H, T, hs)
+    return _p_linear(y.transpose(1, 2).reshape(B, T, E), sd[p + "out_proj.weight"], sd[p + "out_proj.bias"])
+
+
+def _p_ff(x, sd, p):
+    return _p_linear(_p_linear(x, sd[p + "linear1.weight"], sd[p + "linear1.bias"]).relu(),
+                     sd[p + "linear2.weight"], sd[p + "linear2.bias"])
+
+
+def test_outputs_equal_the_same_model_composed_from_primitive_ops():
+    """nn.Transformer (fused attention, layer_norm and linear ops) against the 2017 post-norm
+    model written with the engine's primitive ops only (matmul, +, *, /, exp, max, sum, mean,
+    sqrt, relu, reshape, transpose), on the same weights and masks, in float64."""
+    B, S, T, E, H = 2, 5, 4, 8, 2
+    rng = np.random.default_rng(3)
+    ours = randomise(nn.Transformer(E, H, 2, 2, 12, dropout=0.0, batch_first=True).double().eval(), seed=3)
+    sd = to_torch_state_dict(ours.state_dict())
+    src, tgt = rng.standard_normal((B, S, E)), rng.standard_normal((B, T, E))
+    kpm = np.zeros((B, S), bool)
+    kpm[0, -2:] = True
+    causal = nn.Transformer.generate_square_subsequent_mask(T, np.float64)
+    got = ours(Tensor(src), Tensor(tgt), tgt_mask=causal, src_key_padding_mask=kpm,
+               memory_key_padding_mask=kpm).data
+    pad = np.where(kpm, -np.inf, 0.0)[:, None, None, :]                           # (B, 1, 1, S)
+    x, y = Tensor(src), Tensor(tgt)
+    for i in range(2):
+        p = f"encoder.layers.{i}."
+        x = _p_norm(x + _p_mha(x, x, sd, p + "self_attn.", H, pad), sd, p + "norm1")
+        x = _p_norm(x + _p_ff(x, sd, p), sd, p + "norm2")
+    mem = _p_norm(x, sd, "encoder.norm")
+    for i in range(2):
+        p = f"decoder.layers.{i}."
+        y = _p_norm(y + _p_mha(y, y, sd, p + "self_attn.", H, causal), sd, p + "norm1")
+        y = _p_norm(y + _p_mha(y, mem, sd, p + "multihead_attn.", H, pad), sd, p + "norm2")
+        y = _p_norm(y + _p_ff(y, sd, p), sd, p + "norm3")
+    want = _p_norm(y, sd, "decoder.norm").data
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
