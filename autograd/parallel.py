@@ -156,6 +156,8 @@ def matmul(a, b, out=None):
     products and broadcasting shapes go to the backend's matmul unchanged."""
     if not (type(a) is np.ndarray and type(b) is np.ndarray):
         return a @ b if out is None else _xp_matmul(a, b, out)
+    if 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS:  # first: most products (a decode step's all) are small
+        return np.matmul(a, b, out=out)
     if (a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
             or a.shape[-1] != b.shape[-2] or (a.ndim > 2 and a.shape[0] < 2)):
         return np.matmul(a, b, out=out)
@@ -249,8 +251,9 @@ def map_rows(fn: Callable, *arrays) -> None:
     """fn(*blocks) over blocks of rows of the arrays, each seen as (rows, its last axis): all must
     have the same number of rows (an (..., C) array and its (..., 1) row statistics, say). On the
     pool when the arrays are large C-contiguous NumPy arrays, else one call fn(*arrays)."""
-    if not all(type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
-        fn(*arrays)
+    if arrays[0].size < MIN_PARALLEL or not all(
+            type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
+        fn(*arrays)  # what for_chunks would do with work this small, without the row views
         return
     views = [a.reshape(-1, a.shape[-1]) for a in arrays]
     n = views[0].shape[0]

@@ -15,14 +15,14 @@ from typing import Any
 
 from autograd.ops.activation import GELUErf, GELUTanh, ReLU, SiLU
 from autograd.ops.attention import ScaledDotProductAttention
-from autograd.ops.matmul import Linear
+from autograd.ops.matmul import linear_array
 from autograd.ops.norm import LayerNorm, RMSNorm
 from autograd.ops.rope import Rotate
 
 
 def linear(x: Any, w: Any, b: Any = None) -> Any:
     """x (..., K) @ w (K, N) + b (N,) -> (..., N)."""
-    return Linear().forward(x, w) if b is None else Linear().forward(x, w, b)
+    return linear_array(x, w, b)
 
 
 def layer_norm(x: Any, w: Any, b: Any, eps: float) -> Any:

@@ -75,7 +75,7 @@ class ScaledDotProductAttention(Function):
             blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
         if blocked is not None:
             xp.copyto(s, s.dtype.type(-np.inf), where=blocked)
-        p = softmax_array(s, axis=-1, out=s)                     # probabilities, in place
+        p = softmax_array(s, axis=-1, out=s, masked=blocked is not None)  # probabilities, in place
         if dropout_p > 0.0:
             keep = _uniform(p.shape, p.dtype, p, generator) >= dropout_p
             out = xp.matmul(p * keep, v)                         # (B, H, Tq, hv)
@@ -100,7 +100,7 @@ class ScaledDotProductAttention(Function):
             np.matmul(q[lo:hi] * scale, k[lo:hi].swapaxes(-1, -2), out=sb)
             if blocked is not None:
                 np.copyto(sb, sb.dtype.type(-np.inf), where=blocked)
-            softmax_array(sb, axis=-1, out=sb)
+            softmax_array(sb, axis=-1, out=sb, masked=blocked is not None)
             np.matmul(sb, v[lo:hi], out=out[lo:hi])
 
         parallel.for_chunks(block, q.shape[0], step=1)

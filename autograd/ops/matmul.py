@@ -101,15 +101,21 @@ def matmul(a: Tensor | Any, b: Tensor | Any) -> Tensor:
     return MatMul.apply(a, b)
 
 
+def linear_array(x, w, b=None):
+    """x (..., K) @ w (K, N) + b (N,) on arrays, the bias added in place into the product: the
+    forward of the Linear op, and a layer's no-graph decode step (nn/arrays.py)."""
+    out = _rows_times(x, w)
+    if b is not None:
+        out += b
+    return out
+
+
 class Linear(Function):
     """x (..., K) @ w (K, N) + b (N,), the bias added in place into the product."""
 
     def forward(self, x, w, *bias):
         self.x, self.w, self.has_bias = x, w, bool(bias)
-        out = _rows_times(x, w)
-        if bias:
-            out += bias[0]
-        return out
+        return linear_array(x, w, bias[0] if bias else None)
 
     def backward(self, g):
         x, w = self.x, self.w
