@@ -62,7 +62,10 @@ def acc_dtype(dtype) -> np.dtype:
     """The dtype sums and statistics over arrays of `dtype` accumulate in: float64 for float64,
     float32 otherwise (float16 and bfloat16 would overflow at 65504 or lose the small terms).
     The fused ops on the CPU and the CUDA kernels use the same rule."""
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+    return _F64 if dtype == _F64 else _F32   # no np.dtype(): every small op's sum asks this
+
+
+_F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
 
 
 def parse_device(device: str | None) -> tuple[str, int]:

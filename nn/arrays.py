@@ -5,37 +5,45 @@ products, and the autograd machinery around each op (a Tensor and a node per op,
 functions' argument checks) costs as much again (benchmarks/bench_sample.py). So each layer the
 GPT uses has a `step` on raw backend arrays beside its `forward`. Both run the same op code:
 `forward` through the public op (which records the graph), `step` through these helpers, which
-call that op's `forward` on arrays. A step therefore cannot compute other math than the forward
-it mirrors, and it takes the op's fused GPU kernel where there is one. tests/gpt/test_generate.py
-checks the steps of every model variant against the uncached forward.
+call the array function that is that op's forward (`layer_norm_array`, `attention_array`, ...).
+A step therefore cannot compute other math than the forward it mirrors. On a GPU array the
+helpers call the op's forward itself, which takes its fused kernel where it has one.
+tests/gpt/test_generate.py checks the steps of every model variant against the uncached forward.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from autograd.ops.activation import GELUErf, GELUTanh, ReLU, SiLU
-from autograd.ops.attention import ScaledDotProductAttention
+import numpy as np
+
+from autograd.ops.activation import GELUErf, GELUTanh, ReLU, SiLU, gelu_tanh_array, silu_array
+from autograd.ops.attention import ScaledDotProductAttention, attention_array
 from autograd.ops.matmul import linear_array
-from autograd.ops.norm import LayerNorm, RMSNorm
-from autograd.ops.rope import Rotate
+from autograd.ops.norm import LayerNorm, RMSNorm, layer_norm_array, rms_norm_array
+from autograd.ops.rope import rotate_array
 
-
-def linear(x: Any, w: Any, b: Any = None) -> Any:
-    """x (..., K) @ w (K, N) + b (N,) -> (..., N)."""
-    return linear_array(x, w, b)
+# x (..., K) @ w (K, N) + b (N,) -> (..., N): the Linear op's forward, which has no GPU kernel
+linear = linear_array
+rope = rotate_array   # x (..., T, hs) rotated by cos, sin (T, hs / 2)
 
 
 def layer_norm(x: Any, w: Any, b: Any, eps: float) -> Any:
+    if type(x) is np.ndarray:
+        return layer_norm_array(x, w, b, eps)[0]
     params = [p for p in (w, b) if p is not None]
     return LayerNorm().forward(x, *params, eps=eps, has_w=w is not None, has_b=b is not None)
 
 
 def rms_norm(x: Any, w: Any, eps: float) -> Any:
+    if type(x) is np.ndarray:
+        return rms_norm_array(x, w, eps)[0]
     return RMSNorm().forward(x, *([w] if w is not None else []), eps=eps, has_w=w is not None)
 
 
 def gelu(x: Any, approximate: str = "tanh") -> Any:
-    return (GELUTanh if approximate == "tanh" else GELUErf)().forward(x)
+    if approximate != "tanh":
+        return GELUErf().forward(x)
+    return gelu_tanh_array(x)[0] if type(x) is np.ndarray else GELUTanh().forward(x)
 
 
 def relu(x: Any) -> Any:
@@ -43,13 +51,11 @@ def relu(x: Any) -> Any:
 
 
 def silu(x: Any) -> Any:
-    return SiLU().forward(x)
-
-
-def rope(x: Any, cos: Any, sin: Any) -> Any:
-    return Rotate().forward(x, cos, sin)
+    return silu_array(x)[0] if type(x) is np.ndarray else SiLU().forward(x)
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = True) -> Any:
     """q (B, H, Tq, hs) over k, v (B, H, Tk, hs) -> (B, H, Tq, hs), no dropout."""
+    if type(q) is np.ndarray:
+        return attention_array(q, k, v, causal)[0]
     return ScaledDotProductAttention().forward(q, k, v, causal=causal)

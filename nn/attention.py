@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 import autograd
-from autograd.backend import device_of, module_for_device, parse_device, to_device, xp_of
+from autograd.backend import device_of, module_for_device, parse_device, to_device
 from autograd.grad_mode import is_grad_enabled
 from autograd.tensor import Tensor
 from nn import arrays
@@ -87,7 +87,7 @@ class KVCache:
             raise ValueError(
                 f"KVCache full: {self.length} cached + {t} new positions exceed max_len={self.max_len}"
             )
-        if xp_of(k) is not xp_of(self.k):
+        if type(k) is not type(self.k):                    # NumPy into a GPU cache, or back
             k, v = to_device(k, self.device), to_device(v, self.device)
         end = self.length + t
         self.k[:, :, self.length:end] = k  # in place into the preallocated buffer

@@ -122,10 +122,9 @@ def _gelu_tanh_forward(x, t, y) -> None:
     """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
     xp = xp_of(x)
     xp.multiply(x, x, out=t)
-    t *= 0.044715
-    t += 1.0
+    t *= 0.044715 * _SQRT_2_OVER_PI                 # the constant folded in: one pass fewer
+    t += _SQRT_2_OVER_PI
     t *= x
-    t *= _SQRT_2_OVER_PI
     xp.tanh(t, out=t)
     xp.add(t, 1.0, out=y)
     y *= x
@@ -149,6 +148,15 @@ def _gelu_tanh_backward(g, x, t, d) -> None:
     d *= g
 
 
+def gelu_tanh_array(x):
+    """GELU's tanh form of an array -> (y, t), t = the tanh term its backward reuses; both new
+    arrays of x's shape. The forward of the GELUTanh op, and a layer's no-graph decode step."""
+    xp = xp_of(x)
+    t, y = xp.empty_like(x), xp.empty_like(x)   # arrays even for 0-d x
+    parallel.map_rows(_gelu_tanh_forward, x, t, y)
+    return y, t
+
+
 @_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")
 class GELUTanh(Function):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's approximation.
@@ -160,10 +168,8 @@ class GELUTanh(Function):
     """
 
     def forward(self, x):
-        xp = xp_of(x)
-        t, y = xp.empty_like(x), xp.empty_like(x)   # arrays even for 0-d x
-        parallel.map_rows(_gelu_tanh_forward, x, t, y)
-        self.x, self.t = x, t
+        y, self.t = gelu_tanh_array(x)
+        self.x = x
         return y
 
     def backward(self, g):
@@ -189,13 +195,20 @@ class GELUErf(Function):
         return (g * (self.cdf + x * pdf),)
 
 
+def silu_array(x):
+    """x * sigmoid(x) of an array -> (y, sigmoid(x)): the forward of the SiLU op, and a layer's
+    no-graph decode step."""
+    s = _sigmoid(x)
+    return x * s, s
+
+
 class SiLU(Function):
     """x * sigmoid(x)."""
 
     def forward(self, x):
-        s = _sigmoid(x)
-        self.x, self.s = x, s
-        return x * s
+        y, self.s = silu_array(x)
+        self.x = x
+        return y
 
     def backward(self, g):
         s = self.s

@@ -43,11 +43,10 @@ def _host_causal_mask(Tq: int, Tk: int):
     return m
 
 
-def _blocks(q, attn_mask, dropout_p) -> bool:
-    """Whether attention runs as blocks of the batch on the thread pool: NumPy arrays, no dropout
-    and no extra mask (each block is then independent), and a batch axis to split."""
-    return (type(q) is np.ndarray and dropout_p == 0.0 and attn_mask is None and q.ndim > 2
-            and q.shape[0] > 1)
+def _blocks(q) -> bool:
+    """Whether attention without dropout or an extra mask runs as blocks of the batch on the
+    thread pool (each block is then independent): NumPy arrays with a batch axis to split."""
+    return type(q) is np.ndarray and q.ndim > 2 and q.shape[0] > 1
 
 
 def _uniform(shape, dtype, array, generator):
@@ -57,54 +56,72 @@ def _uniform(shape, dtype, array, generator):
     return _random.uniform(shape, dtype=dtype, device=backend.device_of(array), generator=generator)
 
 
+def _probabilities(q, k, causal: bool, attn_mask, scale: float):
+    """softmax(scale * q @ k^T), masked, on arrays: q (..., Tq, hs), k (..., Tk, hs) -> P
+    (..., Tq, Tk), in q's dtype."""
+    xp = xp_of(q)
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk).
+    s = xp.matmul(q * q.dtype.type(scale), k.swapaxes(-1, -2))  # (B, H, Tq, Tk)
+    blocked = None                                           # True where attention is not allowed
+    if causal and Tq > 1:                                    # one query sees every key
+        blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
+    if attn_mask is not None:
+        blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
+    if blocked is not None:
+        xp.copyto(s, s.dtype.type(-np.inf), where=blocked)
+    return softmax_array(s, axis=-1, out=s, masked=blocked is not None)  # in place
+
+
+def attention_array(q, k, v, causal: bool = True, scale: float | None = None):
+    """Attention without dropout or an extra mask on arrays: q (B, H, Tq, hs), k (B, H, Tk, hs),
+    v (B, H, Tk, hv) -> (out (B, H, Tq, hv), P (B, H, Tq, Tk)). The op's forward in that case,
+    and a layer's no-graph decode step (nn/arrays.py)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if _blocks(q):
+        return _attention_blocks(q, k, v, causal, scale)
+    p = _probabilities(q, k, causal, None, scale)
+    return xp_of(q).matmul(p, v), p
+
+
+def _attention_blocks(q, k, v, causal: bool, scale: float):
+    """attention_array block by block of the first axis on the pool: a block's scores (its
+    (H, Tq, Tk) slice) are masked, normalised and multiplied by v while still in cache."""
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    blocked = ~causal_mask(Tq, Tk) if causal and Tq > 1 else None
+    s = np.empty(q.shape[:-1] + (Tk,), dtype=q.dtype)             # (B, H, Tq, Tk)
+    out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)    # (B, H, Tq, hv)
+    scale = q.dtype.type(scale)
+
+    def block(lo, hi):
+        sb = s[lo:hi]
+        np.matmul(q[lo:hi] * scale, k[lo:hi].swapaxes(-1, -2), out=sb)
+        if blocked is not None:
+            np.copyto(sb, sb.dtype.type(-np.inf), where=blocked)
+        softmax_array(sb, axis=-1, out=sb, masked=blocked is not None)
+        np.matmul(sb, v[lo:hi], out=out[lo:hi])
+
+    parallel.for_chunks(block, q.shape[0], step=1)
+    return out, s
+
+
 @_cuda.kernel_op("attention", "forward", "backward")
 class ScaledDotProductAttention(Function):
     def forward(self, q, k, v, causal=True, attn_mask=None, dropout_p=0.0, scale=None, generator=None):
-        xp = xp_of(q)
-        Tq, Tk = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         self.scale, self.dropout_p = scale, dropout_p
-        if _blocks(q, attn_mask, dropout_p):
-            return self._forward_blocks(q, k, v, causal)
-        # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk).
-        s = xp.matmul(q * q.dtype.type(scale), k.swapaxes(-1, -2))  # (B, H, Tq, Tk)
-        blocked = None                                           # True where attention is not allowed
-        if causal and Tq > 1:                                    # one query sees every key
-            blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
-        if attn_mask is not None:
-            blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
-        if blocked is not None:
-            xp.copyto(s, s.dtype.type(-np.inf), where=blocked)
-        p = softmax_array(s, axis=-1, out=s, masked=blocked is not None)  # probabilities, in place
-        if dropout_p > 0.0:
-            keep = _uniform(p.shape, p.dtype, p, generator) >= dropout_p
-            out = xp.matmul(p * keep, v)                         # (B, H, Tq, hv)
-            out *= out.dtype.type(1.0 / (1.0 - dropout_p))       # 1/(1-p) on the small side
-            self.keep = keep
+        if attn_mask is None and dropout_p == 0.0:
+            out, p = attention_array(q, k, v, causal, scale)
         else:
-            out = xp.matmul(p, v)                                # (B, H, Tq, hv)
+            p = _probabilities(q, k, causal, attn_mask, scale)
+            if dropout_p > 0.0:
+                keep = _uniform(p.shape, p.dtype, p, generator) >= dropout_p
+                out = xp_of(q).matmul(p * keep, v)               # (B, H, Tq, hv)
+                out *= out.dtype.type(1.0 / (1.0 - dropout_p))   # 1/(1-p) on the small side
+                self.keep = keep
+            else:
+                out = xp_of(q).matmul(p, v)                      # (B, H, Tq, hv)
         self.q, self.k, self.v, self.p, self.out = q, k, v, p, out
-        return out
-
-    def _forward_blocks(self, q, k, v, causal):
-        """The forward above, block by block of the first axis on the pool: a block's scores
-        (its (H, Tq, Tk) slice) are masked, normalised and multiplied by v while still in cache."""
-        Tq, Tk = q.shape[-2], k.shape[-2]
-        blocked = ~causal_mask(Tq, Tk) if causal and Tq > 1 else None
-        s = np.empty(q.shape[:-1] + (Tk,), dtype=q.dtype)             # (B, H, Tq, Tk)
-        out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)    # (B, H, Tq, hv)
-        scale = q.dtype.type(self.scale)
-
-        def block(lo, hi):
-            sb = s[lo:hi]
-            np.matmul(q[lo:hi] * scale, k[lo:hi].swapaxes(-1, -2), out=sb)
-            if blocked is not None:
-                np.copyto(sb, sb.dtype.type(-np.inf), where=blocked)
-            softmax_array(sb, axis=-1, out=sb, masked=blocked is not None)
-            np.matmul(sb, v[lo:hi], out=out[lo:hi])
-
-        parallel.for_chunks(block, q.shape[0], step=1)
-        self.q, self.k, self.v, self.p, self.out = q, k, v, s, out
         return out
 
     def _backward_blocks(self, g):

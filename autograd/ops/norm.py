@@ -125,8 +125,8 @@ class _Norm(Function):
 def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
     """LayerNorm of rows x (n, C) into xhat, rstd (n, 1) and y (one block of rows)."""
     np.subtract(x, x.mean(axis=-1, keepdims=True), out=xhat)
-    sq = np.square(xhat)
-    var = sq.mean(axis=-1, keepdims=True)
+    var = np.vecdot(xhat, xhat)[:, None]                     # sum of squares, no (n, C) temporary
+    var *= 1.0 / x.shape[-1]
     var += eps
     np.sqrt(var, out=var)
     np.reciprocal(var, out=rstd)
@@ -141,36 +141,62 @@ def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
         y += b
 
 
+def layer_norm_array(x, w=None, b=None, eps: float = 1e-5):
+    """LayerNorm of an array x (..., C) with the optional gain w and shift b (C,) -> (y, xhat,
+    rstd (..., 1)); y is xhat itself when there is neither. The forward of the LayerNorm op,
+    and a layer's no-graph decode step (nn/arrays.py)."""
+    if _on_pool(x):
+        xhat, rstd = np.empty_like(x), np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+        y = np.empty_like(x) if (w is not None or b is not None) else None
+        if y is None:
+            parallel.map_rows(lambda *a: _layer_norm_rows(*a, None, w, b, eps), x, xhat, rstd)
+        else:
+            parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
+        return (xhat if y is None else y), xhat, rstd
+    xp = xp_of(x)
+    acc, inv_c = acc_dtype(x.dtype), 1.0 / x.shape[-1]
+    mean = x.sum(axis=-1, keepdims=True, dtype=acc)          # (..., 1); sum * 1/C: a decode
+    mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
+    xc = x - mean                                            # (..., C), owned (float32 for float16 x)
+    if xp is np:                                             # one pass instead of square, then sum
+        var = np.vecdot(xc, xc)[..., None]                   # (..., 1)
+    else:
+        var = xp.square(xc).sum(axis=-1, keepdims=True)
+    # rstd = 1 / sqrt(var / C + eps) as sqrt(C) / sqrt(var + C eps): one pass fewer, which
+    # counts on a decode step's few rows, where the number of passes is the cost
+    var += eps * x.shape[-1]
+    rstd = xp.sqrt(var, out=var)
+    xp.divide(inv_c ** -0.5, rstd, out=rstd)
+    xc *= rstd                                               # xhat, in place
+    xhat = xc.astype(x.dtype, copy=False)
+    return _affine(xhat, w, b), xhat, rstd
+
+
+def rms_norm_array(x, w=None, eps: float = 1e-6):
+    """RMSNorm of an array x (..., C) with the optional gain w (C,) -> (y, xhat, rstd (..., 1)):
+    the forward of the RMSNorm op, and a layer's no-graph decode step (nn/arrays.py)."""
+    xp, acc = xp_of(x), acc_dtype(x.dtype)
+    if xp is np:                                             # one pass instead of square, then mean
+        ms = np.vecdot(x, x, dtype=acc)[..., None]           # (..., 1)
+        ms *= 1.0 / x.shape[-1]
+    else:
+        ms = xp.square(x, dtype=acc).mean(axis=-1, keepdims=True)
+    ms += eps
+    rstd = xp.sqrt(ms, out=ms)
+    xp.reciprocal(rstd, out=rstd)
+    xhat = (x * rstd).astype(x.dtype, copy=False)
+    return _affine(xhat, w, None), xhat, rstd
+
+
 @_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=True)
 class LayerNorm(_Norm):
     centered = True
 
     def forward(self, x, *params, eps=1e-5, has_w=False, has_b=False):
-        xp = xp_of(x)
         w = params[0] if has_w else None
-        b = params[-1] if has_b else None
-        if _on_pool(x):
-            xhat, rstd = np.empty_like(x), np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
-            y = np.empty_like(x) if (w is not None or b is not None) else None
-            if y is None:
-                parallel.map_rows(lambda *a: _layer_norm_rows(*a, None, w, b, eps), x, xhat, rstd)
-            else:
-                parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
-            self._save(xhat, rstd, w, has_w, has_b)
-            return xhat if y is None else y
-        acc, inv_c = acc_dtype(x.dtype), 1.0 / x.shape[-1]
-        mean = x.sum(axis=-1, keepdims=True, dtype=acc)          # (..., 1); sum * 1/C: a decode
-        mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
-        xc = x - mean                                            # (..., C), owned (float32 for float16 x)
-        var = xp.square(xc).sum(axis=-1, keepdims=True)          # (..., 1)
-        var *= inv_c
-        var += eps
-        rstd = xp.sqrt(var, out=var)
-        xp.reciprocal(rstd, out=rstd)
-        xc *= rstd                                               # xhat, in place
-        xhat = xc.astype(x.dtype, copy=False)
+        y, xhat, rstd = layer_norm_array(x, w, params[-1] if has_b else None, eps)
         self._save(xhat, rstd, w, has_w, has_b)
-        return _affine(xhat, w, b)
+        return y
 
 
 @_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=False)
@@ -178,16 +204,10 @@ class RMSNorm(_Norm):
     centered = False
 
     def forward(self, x, *params, eps=1e-6, has_w=False, has_b=False):
-        xp = xp_of(x)
         w = params[0] if has_w else None
-        acc = acc_dtype(x.dtype)
-        ms = xp.square(x, dtype=acc).mean(axis=-1, keepdims=True)   # (..., 1)
-        ms += eps
-        rstd = xp.sqrt(ms, out=ms)
-        xp.reciprocal(rstd, out=rstd)
-        xhat = (x * rstd).astype(x.dtype, copy=False)
+        y, xhat, rstd = rms_norm_array(x, w, eps)
         self._save(xhat, rstd, w, has_w, False)
-        return _affine(xhat, w, None)
+        return y
 
 
 def _check(x, weight, bias, op: str) -> None:

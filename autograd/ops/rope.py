@@ -14,15 +14,21 @@ from typing import Any
 from autograd.function import Function
 
 
+def rotate_array(x, cos, sin):
+    """x (..., T, hs) rotated by cos, sin (T, hs / 2), all arrays -> a new array of x's shape:
+    the forward of the Rotate op, and a layer's no-graph decode step (nn/arrays.py)."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    out = x.copy()
+    out[..., :h] = x1 * cos - x2 * sin
+    out[..., h:] = x1 * sin + x2 * cos
+    return out
+
+
 class Rotate(Function):
     def forward(self, x, cos, sin):
-        h = x.shape[-1] // 2
         self.cos, self.sin = cos, sin
-        x1, x2 = x[..., :h], x[..., h:]
-        out = x.copy()
-        out[..., :h] = x1 * cos - x2 * sin
-        out[..., h:] = x1 * sin + x2 * cos
-        return out
+        return rotate_array(x, cos, sin)
 
     def backward(self, g):
         h = g.shape[-1] // 2
