@@ -6,6 +6,7 @@ accumulate into `.grad` across calls, which is what makes a tensor used twice co
 """
 from __future__ import annotations
 
+from autograd import parallel
 from autograd.function import Function
 from autograd.grad_mode import no_grad
 
@@ -55,49 +56,59 @@ def backward(root_tensor, grad, retain_graph: bool = False) -> None:
     # Leaf gradients are summed over all paths first, so that a leaf's hooks see (and may
     # replace) its whole gradient of this pass, once, as for a non-leaf tensor.
     leaf_grads: dict[int, list] = {}
-    with no_grad():
-        for node in order:
-            g = pending.pop(id(node), None)
-            if g is None:
-                if not retain_graph:
-                    node.release()
-                continue  # no gradient flows into this node (e.g. an unused branch)
-            if node.hooks:
-                g = _run_hooks(node.hooks, g)
-            if node.retained is not None:
-                kept = node.retained()
-                if kept is not None:
-                    kept.grad = g.copy() if kept.grad is None else kept.grad + g
-            grads = node.backward(g)
-            if len(grads) != len(node.parents):
-                raise RuntimeError(
-                    f"internal error: {type(node).__name__}.backward returned {len(grads)} "
-                    f"gradients for {len(node.parents)} inputs"
-                )
-            for parent, pg in zip(node.parents, grads):
-                if parent is None or pg is None:
-                    continue
-                if isinstance(parent, Function):
-                    key = id(parent)
-                    pending[key] = pg if key not in pending else pending[key] + pg
-                else:
-                    # Only remember whether pg *is* the incoming gradient (then it may be shared
-                    # with other inputs): holding g itself would keep every node's incoming
-                    # gradient alive until the end of the pass.
-                    entry = leaf_grads.get(id(parent))
-                    if entry is None:
-                        leaf_grads[id(parent)] = [parent, pg, pg is g]
-                    else:
-                        entry[1] = entry[1] + pg
-                        entry[2] = False  # a fresh sum: owned by nobody else
-            if not retain_graph:
-                node.release()
-            # Drop this node's gradients now: kept in locals they would stay alive through
-            # the next node's backward (or, after the last node, through the whole leaf pass).
-            g = grads = pg = None
+    try:
+        with no_grad():
+            _walk(order, pending, leaf_grads, retain_graph)
+    finally:
+        parallel.drain()   # the deferred leaf products (autograd.parallel.defer) are read next
     owned: set[int] = set()
     for leaf, pg, shared in leaf_grads.values():
         _accumulate_leaf(leaf, pg, shared, owned)
+
+
+def _walk(order: list, pending: dict, leaf_grads: dict, retain_graph: bool) -> None:
+    """Run every node's backward in `order`, passing gradients on to its parents' entries in
+    `pending` and collecting the leaves' in `leaf_grads` ({id: [leaf, grad, shared?]})."""
+    for node in order:
+        g = pending.pop(id(node), None)
+        if g is None:
+            if not retain_graph:
+                node.release()
+            continue  # no gradient flows into this node (e.g. an unused branch)
+        if node.hooks:
+            g = _run_hooks(node.hooks, g)
+        if node.retained is not None:
+            kept = node.retained()
+            if kept is not None:
+                kept.grad = g.copy() if kept.grad is None else kept.grad + g
+        grads = node.backward(g)
+        if len(grads) != len(node.parents):
+            raise RuntimeError(
+                f"internal error: {type(node).__name__}.backward returned {len(grads)} "
+                f"gradients for {len(node.parents)} inputs"
+            )
+        for parent, pg in zip(node.parents, grads):
+            if parent is None or pg is None:
+                continue
+            if isinstance(parent, Function):
+                key = id(parent)
+                pending[key] = pg if key not in pending else pending[key] + pg
+            else:
+                # Only remember whether pg *is* the incoming gradient (then it may be shared
+                # with other inputs): holding g itself would keep every node's incoming
+                # gradient alive until the end of the pass.
+                entry = leaf_grads.get(id(parent))
+                if entry is None:
+                    leaf_grads[id(parent)] = [parent, pg, pg is g]
+                else:
+                    parallel.drain()   # either term may still be filled by a deferred task
+                    entry[1] = entry[1] + pg
+                    entry[2] = False  # a fresh sum: owned by nobody else
+        if not retain_graph:
+            node.release()
+        # Drop this node's gradients now: kept in locals they would stay alive through
+        # the next node's backward (or, after the last node, through the whole leaf pass).
+        g = grads = pg = None
 
 
 def _accumulate_leaf(leaf, grad, shared: bool, owned: set[int]) -> None:

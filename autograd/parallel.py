@@ -19,19 +19,21 @@ cores it finds free (gpt/training/threads.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
+
+from autograd.pool import Pool
 
 CHUNK_ELEMENTS = 1 << 16   # elements per chunk: a multi-pass kernel's chunk stays in L2
 MIN_PARALLEL = 1 << 17     # below this many elements the pool's wake-up costs more than it saves
 
 _threads = 1
-_pool: ThreadPoolExecutor | None = None
+_pool: Pool | None = None
 _lock = threading.Lock()
 _BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
                  "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -98,10 +100,10 @@ def set_threads(n: int, blas: int | None = None) -> None:
     n = max(1, int(n))
     with _lock:
         if n != _threads:
-            old, _pool = _pool, (ThreadPoolExecutor(n - 1, thread_name_prefix="autograd") if n > 1 else None)
+            old, _pool = _pool, (Pool(n - 1) if n > 1 else None)
             _threads = n
             if old is not None:
-                old.shutdown(wait=False)
+                old.close()
     set_blas_threads(1 if blas is None else blas)
 
 
@@ -126,19 +128,45 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
         for lo, hi in bounds:
             fn(lo, hi)
         return
-    take = itertools.count()   # next() on a count is atomic under the GIL: a shared work queue
+    take, finished = itertools.count(), itertools.count(1)   # next() on a count is atomic under the GIL
     n = len(bounds)
+    done, errors = threading.Event(), []
 
     def worker():
         for i in take:
             if i >= n:
                 return
-            fn(*bounds[i])
+            try:
+                fn(*bounds[i])
+            except BaseException as exc:
+                errors.append(exc)
+            if next(finished) == n:
+                done.set()
 
-    futures = [pool.submit(worker) for _ in range(min(_threads - 1, n - 1))]
+    # A worker busy with deferred work joins late or not at all: the caller takes what is left
+    # and waits only for chunks a worker has started.
+    pool.help(worker, min(_threads - 1, n - 1))
     worker()
-    for f in futures:
-        f.result()
+    done.wait()
+    if errors:
+        raise errors[0]
+
+
+def defer(task: Callable[[], None]) -> None:
+    """Run task() on a worker while the caller goes on, or now when there is no pool; its
+    result must not be read before `drain()`."""
+    pool = _pool
+    if pool is None:
+        task()
+    else:
+        pool.defer(task)
+
+
+def drain() -> None:
+    """Finish every deferred task (helping with those not started); raise the first error."""
+    pool = _pool
+    if pool is not None and pool.pending():
+        pool.drain()
 
 
 GEMM_MIN_FLOPS = 1 << 26   # smaller products run as one BLAS call (a decode step's never split)
@@ -158,26 +186,45 @@ def matmul(a, b, out=None):
         return a @ b if out is None else _xp_matmul(a, b, out)
     if 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS:  # first: most products (a decode step's all) are small
         return np.matmul(a, b, out=out)
+    plan = _gemm_blocks(a, b, out)
+    if plan is None:
+        return np.matmul(a, b, out=out)
+    out, block, n, step = plan
+    for_chunks(block, n, 1 << 30, step)
+    return out
+
+
+def deferred_matmul(a, b):
+    """a @ b (NumPy, 2-D or equal batch shapes) into a new array that is filled by deferred tasks
+    (see `defer`): read it only after `drain()`. The same blocks, so the same bits, as `matmul`."""
+    plan = None if 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS else _gemm_blocks(a, b, None)
+    if plan is None:
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                       dtype=np.result_type(a.dtype, b.dtype))
+        defer(lambda: np.matmul(a, b, out=out))
+        return out
+    out, block, n, step = plan
+    for lo in range(0, n, step):
+        defer(functools.partial(block, lo, min(n, lo + step)))
+    return out
+
+
+def _gemm_blocks(a, b, out):
+    """(out, block(lo, hi), n, step): how `matmul` cuts a large product, or None where it does
+    not (1-D operands, broadcasting batch shapes, a batch of one)."""
     if (a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
             or a.shape[-1] != b.shape[-2] or (a.ndim > 2 and a.shape[0] < 2)):
-        return np.matmul(a, b, out=out)
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    if 2 * a.size * N < GEMM_MIN_FLOPS:
-        return np.matmul(a, b, out=out)
+        return None
+    M, N = a.shape[-2], b.shape[-1]
     if out is None:
         out = np.empty(a.shape[:-1] + (N,), dtype=np.result_type(a.dtype, b.dtype))
     parts = GEMM_PARTS
     if a.ndim > 2:                       # (n, ..., M, K) @ (n, ..., K, N): blocks of the first axis
         n = a.shape[0]
-        for_chunks(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), n, 1 << 30,
-                   max(1, -(-n // parts)))
-    elif M >= N:                         # blocks of rows
-        for_chunks(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), M, 1 << 30,
-                   max(32, -(-M // parts)))
-    else:                                # blocks of columns
-        for_chunks(lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]), N, 1 << 30,
-                   max(32, -(-N // parts)))
-    return out
+        return out, lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), n, max(1, -(-n // parts))
+    if M >= N:                           # blocks of rows
+        return out, lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), M, max(32, -(-M // parts))
+    return out, lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]), N, max(32, -(-N // parts))
 
 
 def _xp_matmul(a, b, out):

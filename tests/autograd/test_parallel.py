@@ -144,3 +144,54 @@ def test_cpu_meter_sees_this_process_working():
 
 def test_autograd_exports_nothing_new_at_top_level():
     assert "parallel" not in autograd.__all__
+
+
+def _linear_grads(x, w, b, shared: bool):
+    """Gradients of linear -> gelu -> linear (the second layer reuses W and B when `shared`)."""
+    X, W, B = (Tensor(a.copy(), requires_grad=True) for a in (x, w, b))
+    W2, B2 = (W, B) if shared else (Tensor(w.T.copy(), requires_grad=True), Tensor(b[::-1].copy(), requires_grad=True))
+    out = ops.linear(ops.gelu(ops.linear(X, W, B)), W2, B2)   # (4, 40, 24)
+    (out * out).sum().backward()
+    return X.grad, W.grad, B.grad, W2.grad, B2.grad
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_deferred_weight_gradients_equal_one_threads_bits(pool, shared):
+    rng = np.random.default_rng(4)
+    x, w, b = rng.standard_normal((4, 40, 24)), rng.standard_normal((24, 24)), rng.standard_normal(24)
+    one = _on(1, lambda: _linear_grads(x, w, b, shared))
+    two = _on(2, lambda: _linear_grads(x, w, b, shared))
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(c, a)
+
+
+def test_a_deferred_tasks_error_is_raised_by_drain(pool):
+    parallel.set_threads(2)
+    done = []
+
+    def fail():
+        raise RuntimeError("deferred task failed")
+
+    parallel.defer(fail)
+    parallel.defer(lambda: done.append(1))
+    with pytest.raises(RuntimeError, match="deferred task failed"):
+        parallel.drain()
+    assert done == [1]
+    parallel.drain()   # the error was reported once
+
+
+def test_for_chunks_does_not_wait_for_a_worker_busy_with_deferred_work(pool):
+    import threading
+
+    parallel.set_threads(2)
+    release = threading.Event()
+    parallel.defer(lambda: release.wait(5))   # holds the only worker
+    seen = np.zeros(1000, dtype=int)
+
+    def fn(lo, hi):
+        seen[lo:hi] += 1
+
+    parallel.for_chunks(fn, 1000, row_elements=4)   # the caller takes every chunk itself
+    release.set()
+    parallel.drain()
+    assert (seen == 1).all()
