@@ -11,11 +11,8 @@ the median of --repeats runs ("best ms" the fastest run: on a shared machine the
 can be dominated by other processes, since 2-thread OpenBLAS stalls badly under contention;
 OPENBLAS_NUM_THREADS=1 in the environment makes small decode matmuls immune to that). The
 uncached path runs the whole context through the model at
-every step (what nanoGPT's sampler does).
-
-Reference (issue 6, PyTorch 2.13 on this machine's CPU, config (b), batch 1, 256 greedy
-tokens): 28.6 ms/token uncached, 6.7 ms/token cached. PyTorch is not a dependency here, so
-those numbers are quoted, not re-measured.
+every step (what nanoGPT's sampler does). The decode step beside PyTorch eager's and beside the
+hand-written decoder it replaced, interleaved in one run, is benchmarks/bench_decode.py.
 """
 from __future__ import annotations
 
@@ -29,9 +26,6 @@ import autograd
 from gpt.model.config import GPTConfig
 from gpt.inference.generate import Decoder, generate, kv_cache_numbers_per_token
 from gpt.model.gpt import GPT
-
-TORCH_MS = {"cached": 6.7, "uncached": 28.6}  # quoted in issue 6
-
 
 def make_model(block_size: int, device: str) -> GPT:
     autograd.manual_seed(0)
@@ -151,8 +145,6 @@ def main() -> None:
                       f"{1e3 * b_u / new:>8.2f} {1e3 * c_u / new:>8.2f} {t_u / t_c:>7.1f}x", flush=True)
     print("ms/step: median wall time of one step of the batch; best ms: fastest run; cpu ms: "
           "median CPU time (all threads); speedup: uncached / cached wall time")
-    print(f"PyTorch 2.13 CPU (quoted, batch 1, 256 tokens): cached {TORCH_MS['cached']} ms/token, "
-          f"uncached {TORCH_MS['uncached']} ms/token ({TORCH_MS['uncached'] / TORCH_MS['cached']:.1f}x)")
 
     print()
     print("time per step as the context grows (batch 1; cached: one decode step through GPT.step, the "

@@ -1,0 +1,152 @@
+"""One KV-cached decode step: GPT.step beside its peers, interleaved in one process.
+
+    python3 benchmarks/bench_decode.py                   # batch 1 and 8, 256 steps, 15 rounds
+    OPENBLAS_NUM_THREADS=1 GPT_THREADS=1 python3 benchmarks/bench_decode.py --batch 1
+
+Peers, each only where it can run, on the same weights, batches and threads:
+- "before": the hand-written decoder that GPT.step replaced (gpt/inference/fast_decode.py,
+  deleted in f8664f1), loaded from the git history of this clone (--before REV);
+- "torch": the same step in PyTorch eager (benchmarks/_torch_decode.py), when installed.
+Model: config (b), 6 layers, 6 heads, n_embd 384, vocab 4096, bias off, block_size 512,
+random weights. A round decodes `--steps` positions after a 16-token prefill (each peer with
+its own caches); rounds alternate the order of the decoders so that the machine's noise falls
+on all alike. The table gives the median and the fastest round per step and each peer's
+median against ours (ours / it: below 1, ours is faster); the logits of the first steps are checked to agree before timing.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import autograd  # noqa: E402
+import nn  # noqa: E402
+from gpt.model.config import GPTConfig  # noqa: E402
+from gpt.model.gpt import GPT  # noqa: E402
+
+PREFILL = 16
+
+
+def make_model() -> GPT:
+    autograd.manual_seed(0)
+    cfg = GPTConfig(vocab_size=4096, block_size=512, n_layer=6, n_head=6, n_embd=384, dropout=0.0,
+                    bias=False)
+    return GPT(cfg).eval()
+
+
+def before_decoder(rev: str, model: GPT):
+    """step(tokens, pos) of the deleted hand-written decoder at `rev`, or None without git."""
+    try:
+        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:gpt/inference/fast_decode.py"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    path = Path(tempfile.mkdtemp()) / "fast_decode_before.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("fast_decode_before", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FastDecoder(model).step
+
+
+def ours(model: GPT, batch: int):
+    """(new_caches, step(tokens, caches, pos)) of GPT.step."""
+    cfg = model.config
+    return (lambda: [nn.KVCache(batch, cfg.n_head, cfg.block_size, cfg.head_dim) for _ in range(cfg.n_layer)],
+            model.step)
+
+
+def decoders(model: GPT, batch: int, rev: str) -> dict:
+    """name -> run(tokens (steps, B)) -> (seconds, logits of the first step)."""
+    new_caches, step = ours(model, batch)
+
+    def cached(step_fn):
+        def run(tokens):
+            caches = new_caches()
+            for p in range(PREFILL):                       # the prefill, untimed
+                step_fn(tokens[p], caches, p)
+            t0 = time.perf_counter()
+            first = step_fn(tokens[PREFILL], caches, PREFILL)
+            for p in range(PREFILL + 1, len(tokens)):
+                step_fn(tokens[p], caches, p)
+            return time.perf_counter() - t0, np.asarray(first)
+        return run
+
+    out = {"ours": cached(step)}
+    old = before_decoder(rev, model)
+    if old is not None:
+        out["before"] = cached(old)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        from _torch_decode import torch_decoder
+
+        torch.set_num_threads(int(os.environ.get("GPT_THREADS", "0")) or torch.get_num_threads())
+        tstep = None
+
+        def run_torch(tokens):
+            nonlocal tstep
+            tstep = torch_decoder(torch, model, batch)     # fresh caches
+            for p in range(PREFILL):
+                tstep(tokens[p], p)
+            t0 = time.perf_counter()
+            first = tstep(tokens[PREFILL], PREFILL)
+            for p in range(PREFILL + 1, len(tokens)):
+                tstep(tokens[p], p)
+            return time.perf_counter() - t0, first
+        out["torch"] = run_torch
+    return out
+
+
+def bench(model: GPT, batch: int, steps: int, rounds: int, rev: str) -> dict:
+    tokens = np.random.default_rng(batch).integers(0, model.config.vocab_size, (PREFILL + steps, batch))
+    runs = decoders(model, batch, rev)
+    ref = runs["ours"](tokens[:PREFILL + 2])[1]
+    for name, run in runs.items():
+        got = run(tokens[:PREFILL + 2])[1]
+        if not np.allclose(got, ref, rtol=1e-4, atol=1e-4):
+            raise SystemExit(f"{name}: logits differ from GPT.step's by {np.abs(got - ref).max():.2e}")
+    times = {name: [] for name in runs}
+    names = list(runs)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            times[name].append(runs[name](tokens)[0] / steps)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--steps", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--before", default="f8664f1~1", help="the revision that still had fast_decode.py")
+    args = ap.parse_args()
+    model = make_model()
+    print(f"load average {os.getloadavg()[0]:.2f}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '-')}, "
+          f"GPT_THREADS={os.environ.get('GPT_THREADS', '-')}; {args.steps} steps after a {PREFILL}-token prefill, "
+          f"{args.rounds} rounds")
+    print(f"{'batch':>5} {'decoder':>8} {'median ms':>10} {'best ms':>8} {'ours / it':>10}")
+    for batch in (int(b) for b in args.batch.split(",")):
+        times = bench(model, batch, args.steps, args.rounds, args.before)
+        base = statistics.median(times["ours"])
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            print(f"{batch:>5} {name:>8} {1e3 * med:>10.3f} {1e3 * min(ts):>8.3f} {base / med:>9.3f}x", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
