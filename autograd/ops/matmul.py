@@ -105,7 +105,7 @@ def matmul(a: Tensor | Any, b: Tensor | Any) -> Tensor:
 def linear_array(x, w, b=None):
     """x (..., K) @ w (K, N) + b (N,) on arrays, the bias added in place into the product: the
     forward of the Linear op, and a layer's no-graph decode step (nn/arrays.py)."""
-    out = _rows_times(x, w)
+    out = _mm(x, w) if x.ndim <= 2 else _rows_times(x, w)   # a decode step's rows are 2-D
     if b is not None:
         out += b
     return out
