@@ -75,13 +75,21 @@ class Optimizer:
         """Update every parameter that has a gradient, in place, using each group's settings."""
         with no_grad():
             for group in self.param_groups:
+                items = []
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     if p.grad.shape != p.data.shape:
                         raise RuntimeError(f"{type(self).__name__}: gradient shape {p.grad.shape} does not "
                                            f"match parameter shape {p.data.shape}")
-                    self._update(p.data, p.grad, group, self.state.setdefault(p, {}))
+                    items.append((p.data, p.grad, self.state.setdefault(p, {})))
+                self._update_group(items, group)
+
+    def _update_group(self, items: list, group: dict) -> None:
+        """Update a group's [(parameter array, gradient, state)] in place: one `_update` each,
+        unless a subclass updates them together (AdamW: one GPU launch for the group)."""
+        for p, g, state in items:
+            self._update(p, g, group, state)
 
     def _update(self, p, g, group: dict, state: dict) -> None:
         raise NotImplementedError

@@ -175,6 +175,39 @@ def test_adamw_kernel(emu_dir):
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12, atol=1e-14)
 
 
+def test_adamw_updates_a_group_in_one_multi_tensor_launch(emu_dir, monkeypatch):
+    """Two groups of parameters of several sizes (small chunks, so tensors span several and end
+    mid-chunk): the same weights and moments as the CPU update, one launch per group and step."""
+    import autograd.cuda.elementwise as m_el
+    from nn import Parameter
+    from nn.optim import AdamW
+
+    monkeypatch.setattr(m_el, "CHUNK", 64)
+    shapes = [(7, 5), (300,), (13, 11), (1,), (130,)]
+    w0 = [RNG.standard_normal(s) for s in shapes]
+    grads = [[RNG.standard_normal(s) for s in shapes] for _ in range(3)]
+    results, launches = [], []
+    for emulate in (False, True):
+        ps = [Parameter(w.copy()) for w in w0]
+        opt = AdamW([{"params": ps[:3], "weight_decay": 0.1}, {"params": ps[3:], "weight_decay": 0.0}],
+                    lr=1e-2, betas=(0.9, 0.95))
+        with (cuda_emulator.emulated_kernels(emu_dir) if emulate else _nothing()):
+            if emulate:
+                get = m_el.get_kernel
+                monkeypatch.setattr(m_el, "get_kernel", lambda *a, **k: launches.append(a[1]) or get(*a, **k))
+            for gs in grads:
+                for p, g in zip(ps, gs):
+                    p.grad = g.copy()
+                opt.step()
+        results.append(([p.data.copy() for p in ps], opt.state_dict()["state"]))
+    assert launches == ["adamw_multi"] * 6
+    for got, want in zip(results[1][0], results[0][0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    for i in range(len(shapes)):
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(results[1][1][i][k], results[0][1][i][k], rtol=1e-12, atol=1e-16)
+
+
 class _nothing:
     def __enter__(self):
         return None

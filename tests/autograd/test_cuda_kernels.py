@@ -316,6 +316,28 @@ def test_adamw_kernel_matches_the_numpy_update(wd):
 
 
 @gpu
+def test_adamw_multi_tensor_launch_matches_the_numpy_update():
+    """A group of parameters (one over CHUNK elements) updated in one launch on the GPU."""
+    from nn import Parameter
+    from nn.optim import AdamW
+
+    shapes = [(300, 257), (17,), (33, 17), (1,)]
+    w0 = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[RNG.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(3)]
+    results = []
+    for device in ("cpu", "cuda"):
+        ps = [Parameter(Tensor(w.copy(), device=device)) for w in w0]
+        opt = AdamW([{"params": ps[:2], "weight_decay": 0.1}, {"params": ps[2:], "weight_decay": 0.0}], lr=1e-2)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = Tensor(g, device=device).data
+            opt.step()
+        results.append([p.numpy() for p in ps])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@gpu
 def test_tf32_switch_is_applied():
     from autograd.cuda.precision import set_tf32, tf32_enabled
 
