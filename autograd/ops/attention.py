@@ -25,6 +25,7 @@ from autograd import cuda as _cuda
 from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
+from autograd.ops import causal_attention as _causal
 from autograd.ops.softmax import softmax_array
 
 
@@ -149,7 +150,7 @@ class ScaledDotProductAttention(Function):
                 np.matmul(ds.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
                 gk[lo:hi] *= post
 
-        parallel.for_chunks(block, q.shape[0], step=1)
+        parallel.for_chunks(block, q.shape[0], p[0].size, step=1)   # on the pool when p is large
         return gq, gk, gv
 
     def backward(self, g):
@@ -245,6 +246,8 @@ def scaled_dot_product_attention(q, k, v, causal: bool = True, attn_mask: Any = 
         )
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"{name}: dropout_p must be in [0, 1), got {dropout_p}")
+    if _causal.applies(q.data, k.data, causal, attn_mask, dropout_p):   # training on the CPU
+        return _causal.causal_attention(q, k, v, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
     Tq, Tk = q.shape[-2], k.shape[-2]
     mask = None if attn_mask is None else _mask_array(attn_mask, q, Tq, Tk)
     return ScaledDotProductAttention.apply(

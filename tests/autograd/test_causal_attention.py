@@ -1,0 +1,103 @@
+"""Causal attention by query blocks (autograd/ops/causal_attention.py) against the same attention
+composed from primitive ops and against the full masked op, forward and backward, float64;
+finite differences; the pool's blocks give one thread's bits."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autograd import Tensor, gradcheck, ops, parallel
+from autograd.ops import causal_attention as ca
+from autograd.ops.attention import ScaledDotProductAttention
+from tests.autograd.test_fused import assert_same, attention_ref
+
+RNG = np.random.default_rng(77)
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of 16 rows from T = 32 on, so that small tests still cut several blocks."""
+    monkeypatch.setattr(ca, "MIN_ROWS", 16)
+
+
+def _blocked(q, k, v):
+    return ca.causal_attention(q, k, v, 1.0 / math.sqrt(q.shape[-1]))
+
+
+def _full(q, k, v):
+    return ScaledDotProductAttention.apply(q, k, v, causal=True)
+
+
+def _qkv(B, H, T, hs, hv=None):
+    return [RNG.standard_normal((B, H, T, d)) for d in (hs, hs, hv or hs)]
+
+
+@pytest.mark.parametrize("T", [32, 37, 64, 100])
+def test_blocks_equal_the_attention_composed_from_primitives(T):
+    assert ca.applies(np.zeros((1, 1, T, 1)), np.zeros((1, 1, T, 1)), True, None, 0.0)
+    assert_same(_blocked, attention_ref, _qkv(2, 3, T, 5, hv=4))
+
+
+@pytest.mark.parametrize("T", [32, 48, 256])
+def test_blocks_equal_the_full_masked_op(T):
+    assert_same(_blocked, _full, _qkv(2, 2, T, 8))
+
+
+def test_default_blocks_with_a_shorter_last_one_equal_the_full_masked_op(monkeypatch):
+    monkeypatch.setattr(ca, "MIN_ROWS", 64)
+    assert [r1 - r0 for r0, r1 in ca._layout(160, ca.query_rows(160))[0]] == [64, 64, 32]
+    assert_same(_blocked, _full, _qkv(1, 2, 160, 8))
+
+
+def test_the_public_op_takes_the_blocks_for_causal_self_attention():
+    q, k, v = (Tensor(a, requires_grad=True) for a in _qkv(1, 2, 64, 4))
+    assert isinstance(ops.scaled_dot_product_attention(q, k, v)._node, ca.CausalAttention)
+    assert isinstance(ops.scaled_dot_product_attention(q, k, v, causal=False)._node, ScaledDotProductAttention)
+
+
+def test_blocks_read_strided_views_of_a_fused_projection():
+    B, T, H, hs = 2, 40, 3, 4
+    qkv = RNG.standard_normal((B, T, 3 * H, hs)).transpose(0, 2, 1, 3)    # (B, 3H, T, hs) view
+
+    def split(fn):
+        return lambda x: fn(x[:, :H], x[:, H:2 * H], x[:, 2 * H:])
+
+    assert_same(split(_blocked), split(attention_ref), [qkv])
+
+
+def test_blocks_pass_a_finite_difference_check():
+    q, k, v = (Tensor(a, requires_grad=True) for a in _qkv(2, 2, 33, 3))
+    assert gradcheck(_blocked, [q, k, v])
+
+
+def test_only_whole_causal_self_attention_is_blocked():
+    q = np.zeros((2, 2, 64, 8))
+    assert ca.applies(q, q, True, None, 0.0)
+    assert not ca.applies(q, q, False, None, 0.0)
+    assert not ca.applies(q, q, True, np.ones((64, 64), bool), 0.0)
+    assert not ca.applies(q, q, True, None, 0.1)
+    assert not ca.applies(q, q[:, :, :1], True, None, 0.0)          # a decode step
+    assert not ca.applies(q[:, :, :16], q[:, :, :16], True, None, 0.0)  # too short for two blocks
+
+
+def test_blocks_on_the_pool_give_one_threads_bits(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
+    before = parallel.threads()
+    arrays = [a.astype(np.float32) for a in _qkv(4, 2, 64, 8)]
+    seed = RNG.standard_normal((4, 2, 64, 8)).astype(np.float32)
+
+    def run(threads):
+        parallel.set_threads(threads)
+        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+        out = _blocked(*ts)
+        out.backward(seed)
+        return [out.data] + [t.grad for t in ts]
+
+    try:
+        one, two = run(1), run(2)
+    finally:
+        parallel.set_threads(before)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
