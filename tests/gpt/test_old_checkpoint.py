@@ -14,7 +14,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "run_before_redesign"
 def test_an_old_checkpoint_gives_the_same_logits():
     model, tok, meta = load_model(FIXTURE / "latest.safetensors")
     x = np.array([tok.encode("the lazy dog")], dtype=np.int64)
-    np.testing.assert_array_equal(model(x)[0].numpy(), np.load(FIXTURE / "logits.npy"))
+    # equal up to float32 rounding: an op's arithmetic may be re-associated for speed (the norms
+    # sum their squares with one vecdot since), which moves the last bit of a few logits
+    np.testing.assert_allclose(model(x)[0].numpy(), np.load(FIXTURE / "logits.npy"), rtol=1e-6, atol=1e-7)
     assert meta["step"] == 3 and model.config.pos == "rope" and not model.config.tie_weights
 
 
