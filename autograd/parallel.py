@@ -209,6 +209,14 @@ def deferred_matmul(a, b):
     return out
 
 
+def deferred_row_sum(a2):
+    """a2 (rows, n) summed over its rows into a new (n,) array that a deferred task fills (read it
+    only after `drain()`); the same reduction as a2.sum(axis=0)."""
+    out = np.empty(a2.shape[1:], dtype=a2.dtype)
+    defer(lambda: np.sum(a2, axis=0, out=out))
+    return out
+
+
 def _gemm_blocks(a, b, out):
     """(out, block(lo, hi), n, step): how `matmul` cuts a large product, or None where it does
     not (1-D operands, broadcasting batch shapes, a batch of one)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 import autograd
 from autograd.tensor import Tensor
 from nn import arrays
-from nn.activation import activation as make_activation
+from autograd.ops import mlp as mlp_op
+from nn.activation import GELU, activation as make_activation
 from nn.dropout import Dropout
 from nn.linear import Linear
 from nn.module import Module
@@ -23,7 +24,21 @@ class MLP(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self._fused(x):   # the three layers in one op, by blocks of rows (autograd/ops/mlp.py)
+            fc, proj = self.c_fc, self.c_proj
+            return self.dropout(mlp_op.gelu_mlp(x, fc.weight, fc.bias, proj.weight, proj.bias))
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+    def _fused(self, x: Tensor) -> bool:
+        """Whether forward runs as one gelu_mlp op: GELU's tanh form on NumPy arrays of one dtype,
+        with no forward hook on the layers it would skip."""
+        act, fc, proj = self.act, self.c_fc, self.c_proj
+        if not (isinstance(act, GELU) and act.approximate == "tanh" and x.shape[-1:] == (fc.in_features,)):
+            return False
+        if fc._forward_hooks or act._forward_hooks or proj._forward_hooks:
+            return False
+        biases = [b.dtype for b in (fc.bias, proj.bias) if b is not None]
+        return mlp_op.applies(x.data, fc.weight.data, proj.weight.data) and all(d == x.dtype for d in biases)
 
     def step(self, x):
         """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""

@@ -125,7 +125,7 @@ class Linear(Function):
         # A leaf's gradient is read only after the whole backward (by the engine's last pass, the
         # optimizer): its products are deferred to the pool's workers, overlapping the rest of
         # the backward, instead of each being split across the threads in turn.
-        later = type(g) is np.ndarray and _leaf_parent(self, 1)
+        later = type(g) is np.ndarray and leaf_parent(self, 1)
         if need[1]:
             rows_x, rows_g = _flat_rows(x).T, _flat_rows(g)                     # (K, rows), (rows, N)
             gw = _deferred_mm(rows_x, rows_g) if later else _mm(rows_x, rows_g)  # (K, N)
@@ -135,20 +135,13 @@ class Linear(Function):
             return gx, gw
         gb = None
         if need[2]:                                                             # (N,)
-            gb = _deferred_row_sum(_flat_rows(g)) if later else _flat_rows(g).sum(axis=0)
+            gb = _parallel.deferred_row_sum(_flat_rows(g)) if later else _flat_rows(g).sum(axis=0)
         return gx, gw, gb
 
 
-def _leaf_parent(node, i: int) -> bool:
+def leaf_parent(node, i: int) -> bool:
     """Whether input i of `node` is a leaf tensor (its gradient goes to .grad, not to a node)."""
     return not isinstance(node.parents[i], Function)
-
-
-def _deferred_row_sum(g2):
-    """g2 (rows, N) summed over rows into a new (N,) array, filled by a deferred task."""
-    out = np.empty(g2.shape[1:], dtype=g2.dtype)
-    _parallel.defer(lambda: np.sum(g2, axis=0, out=out))
-    return out
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
