@@ -50,6 +50,14 @@ def _blocks(q) -> bool:
     return type(q) is np.ndarray and q.ndim > 2 and q.shape[0] > 1
 
 
+TASK_SCORES = 3 << 14   # scores per pool task: fewer make the per-call overhead of small heads count
+
+
+def entries_per_task(scores: int) -> int:
+    """Batch entries per pool task for entries of `scores` (H x Tq x Tk) scores each."""
+    return max(1, -(-TASK_SCORES // max(1, scores)))
+
+
 def _uniform(shape, dtype, array, generator):
     """Uniform [0, 1) samples of `shape` on `array`'s device, from `generator` or the global one."""
     from autograd import random as _random
@@ -150,7 +158,7 @@ class ScaledDotProductAttention(Function):
                 np.matmul(ds.swapaxes(-1, -2), q[lo:hi], out=gk[lo:hi])
                 gk[lo:hi] *= post
 
-        parallel.for_chunks(block, q.shape[0], p[0].size, step=1)   # on the pool when p is large
+        parallel.for_chunks(block, q.shape[0], p[0].size, step=entries_per_task(p[0].size))
         return gq, gk, gv
 
     def backward(self, g):

@@ -27,6 +27,14 @@ def _on_pool(x) -> bool:
             and x.ndim > 1 and x.size >= parallel.MIN_PARALLEL)
 
 
+def _host_rows(xhat, g) -> bool:
+    """Whether a norm's backward runs as row blocks on the host (_Norm._backward_rows): NumPy
+    float32/float64 arrays of one dtype, C-contiguous."""
+    return (type(xhat) is np.ndarray and type(g) is np.ndarray and xhat.dtype in (np.float32, np.float64)
+            and g.dtype == xhat.dtype and g.shape == xhat.shape and xhat.flags.c_contiguous
+            and g.flags.c_contiguous and xhat.ndim > 0)
+
+
 def _row_sum(a, C: int):
     """Sum of `a` (..., C) over every axis but the last -> (C,), in a's dtype (accumulated in
     float32 for float16)."""
@@ -53,7 +61,7 @@ class _Norm(Function):
         self.has_w, self.has_b = has_w, has_b
 
     def backward(self, g):
-        if _on_pool(self.xhat) and type(g) is np.ndarray and g.flags.c_contiguous and g.dtype == self.xhat.dtype:
+        if _host_rows(self.xhat, g):
             return self._backward_rows(g)
         xp = xp_of(g)
         xhat, rstd, w = self.xhat, self.rstd, self.w
@@ -84,33 +92,42 @@ class _Norm(Function):
 
 
     def _backward_rows(self, g):
-        """backward as blocks of rows on the pool: every pass over a block while it is in
-        cache; the weight and bias gradients are per-block sums added in row order."""
+        """backward of NumPy float32/64 arrays as blocks of rows (on the pool when large), every
+        pass over a block while it is in cache; the weight and bias gradients are per-block sums
+        added in row order. The row means of gh * xhat and gh (gh = g * w) are products with w,
+        one BLAS call each, instead of a pass and a reduction each."""
         xhat, rstd, w, centered = self.xhat, self.rstd, self.w, self.centered
         C = xhat.shape[-1]
         g2, xh2, r2 = g.reshape(-1, C), xhat.reshape(-1, C), rstd.reshape(-1, 1)
         needs = self.needs_input_grad
         gx = np.empty_like(g2) if needs[0] else None
+        inv_c = g2.dtype.type(1.0 / C)
+
+        def row_mean_times_w(a):                                 # (n, C) -> (n, 1): mean(a * w)
+            m = (a @ w if w is not None else a.sum(axis=-1))[:, None]
+            m *= inv_c
+            return m
 
         def block(lo, hi):
-            gb, xb = g2[lo:hi], xh2[lo:hi]
+            gb, xb, rb = g2[lo:hi], xh2[lo:hi], r2[lo:hi]
             gxx = gb * xb                                        # g * xhat
             sums = np.concatenate([gxx.sum(axis=0), gb.sum(axis=0)])   # (2C,): dw, db parts
-            if gx is not None:
-                gh = gx[lo:hi]                                   # dL/dxhat, then dL/dx
-                if w is not None:
-                    np.multiply(gb, w, out=gh)
-                else:
-                    np.copyto(gh, gb)
-                mean_gh = gh.mean(axis=-1, keepdims=True) if centered else None
-                if w is not None:
-                    gxx *= w                                     # gh * xhat
-                coef = gxx.mean(axis=-1, keepdims=True)
-                np.multiply(xb, coef, out=gxx)
-                gh -= gxx
-                if mean_gh is not None:
-                    gh -= mean_gh
-                gh *= r2[lo:hi]
+            if gx is None:
+                return sums
+            gh = gx[lo:hi]                                       # rstd * gh, then dL/dx
+            if w is not None:
+                np.multiply(gb, w, out=gh)
+            else:
+                np.copyto(gh, gb)
+            gh *= rb
+            coef = row_mean_times_w(gxx)                         # mean(gh * xhat)
+            coef *= rb
+            np.multiply(xb, coef, out=gxx)
+            gh -= gxx
+            if centered:
+                mean_gh = row_mean_times_w(gb)
+                mean_gh *= rb
+                gh -= mean_gh
             return sums
 
         sums = parallel.sum_rows(block, g2.shape[0], C)
