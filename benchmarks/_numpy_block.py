@@ -87,6 +87,46 @@ def _gelu_bwd(dy, u, t):
     return inner
 
 
+def _query_blocks(T: int) -> list:
+    """Query rows (r0, r1) per block: 64 rows from T = 128 on (what the engine's causal attention
+    cuts), else one block. Block i needs keys 0..r1-1 only: the floor skips the masked half too."""
+    rows = max(64, T // 8) if T >= 128 else T
+    return [(r0, min(T, r0 + rows)) for r0 in range(0, T, rows)]
+
+
+def _attention_fwd(q, k, v, scale):
+    """Causal softmax(q k^T * scale) v by query blocks -> (y (B, H, T, hs), [P_i (B, H, R, r1)])."""
+    T = q.shape[2]
+    y = np.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)
+    probs = []
+    for r0, r1 in _query_blocks(T):
+        s = q[:, :, r0:r1] @ k[:, :, :r1].transpose(0, 1, 3, 2)   # (B, H, R, r1)
+        s *= scale
+        np.copyto(s[..., r0:], -np.inf, where=np.triu(np.ones((r1 - r0, r1 - r0), dtype=bool), k=1))
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        np.matmul(s, v[:, :, :r1], out=y[:, :, r0:r1])
+        probs.append(s)
+    return y, probs
+
+
+def _attention_bwd(dy, q, k, v, y, probs, scale, dq, dk, dv):
+    """Gradients of _attention_fwd into dq, dk, dv (B, H, T, hs) (views of one dqkv buffer)."""
+    dd = (dy * y).sum(axis=-1, keepdims=True)             # (B, H, T, 1)
+    dk[...] = 0
+    dv[...] = 0
+    for (r0, r1), att in zip(_query_blocks(q.shape[2]), probs):
+        dyi = dy[:, :, r0:r1]
+        dv[:, :, :r1] += att.transpose(0, 1, 3, 2) @ dyi
+        datt = dyi @ v[:, :, :r1].transpose(0, 1, 3, 2)     # (B, H, R, r1)
+        datt -= dd[:, :, r0:r1]
+        datt *= att
+        datt *= scale
+        np.matmul(datt, k[:, :, :r1], out=dq[:, :, r0:r1])
+        dk[:, :, :r1] += datt.transpose(0, 1, 3, 2) @ q[:, :, r0:r1]
+
+
 def forward_backward(x, p, dout, n_head):
     """Run the block on x (B, T, C); return (out, grads) with grads[name] for x and each param."""
     B, T, C = x.shape
@@ -101,14 +141,7 @@ def forward_backward(x, p, dout, n_head):
     q = qkv4[:, :, 0].transpose(0, 2, 1, 3)             # (B, H, T, hs)
     k = qkv4[:, :, 1].transpose(0, 2, 1, 3)
     v = qkv4[:, :, 2].transpose(0, 2, 1, 3)
-    s = q @ k.transpose(0, 1, 3, 2)                       # (B, H, T, T)
-    s *= scale
-    np.copyto(s, -np.inf, where=np.triu(np.ones((T, T), dtype=bool), k=1))
-    s -= s.max(axis=-1, keepdims=True)
-    np.exp(s, out=s)
-    s /= s.sum(axis=-1, keepdims=True)
-    att = s                                              # probabilities
-    y = att @ v                                          # (B, H, T, hs)
+    y, att = _attention_fwd(q, k, v, scale)              # (B, H, T, hs), saved probabilities
     y2 = y.transpose(0, 2, 1, 3).reshape(N, C)          # copy: (N, C)
     a = y2 @ p["proj_w"]
     a += p["proj_b"]
@@ -144,18 +177,9 @@ def forward_backward(x, p, dout, n_head):
     del y2
     dy = dy2.reshape(B, T, n_head, hs).transpose(0, 2, 1, 3)   # (B, H, T, hs) view
     dqkv = np.empty((B, T, 3, n_head, hs), dtype=x.dtype)
-    dv = dqkv[:, :, 2].transpose(0, 2, 1, 3)
-    np.matmul(att.transpose(0, 1, 3, 2), dy, out=dv)
-    datt = dy @ v.transpose(0, 1, 3, 2)                  # (B, H, T, T)
-    dd = (dy * y).sum(axis=-1, keepdims=True)
-    del y
-    datt -= dd
-    datt *= att
-    datt *= scale
-    del att
-    np.matmul(datt, k, out=dqkv[:, :, 0].transpose(0, 2, 1, 3))
-    np.matmul(datt.transpose(0, 1, 3, 2), q, out=dqkv[:, :, 1].transpose(0, 2, 1, 3))
-    del datt, dy2, dy
+    dq, dk, dv = (dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))   # (B, H, T, hs) views
+    _attention_bwd(dy, q, k, v, y, att, scale, dq, dk, dv)
+    del att, y, dy2, dy
     dqkv2 = dqkv.reshape(N, 3 * C)
     grads["attn_w"] = h1.T @ dqkv2
     grads["attn_b"] = dqkv2.sum(axis=0)
@@ -168,7 +192,8 @@ def forward_backward(x, p, dout, n_head):
 
 
 def matmul_flops(B: int, T: int, C: int, n_head: int) -> int:
-    """Matmul FLOPs (2 M N K each) of one forward of the block (full, unmasked attention)."""
+    """Matmul FLOPs (2 M N K each) of one forward of the block, counting the full T x T attention
+    (the causal blocks skip part of it; GFLOP/s are quoted on this nominal count)."""
     N, hs = B * T, C // n_head
     linear = 2 * N * C * (3 * C) + 2 * N * C * C + 2 * N * C * (4 * C) * 2
     attention = 2 * (2 * B * n_head * T * T * hs)

@@ -3,12 +3,14 @@
     python benchmarks/bench_autograd.py                 # both parts, default sizes
     python benchmarks/bench_autograd.py --part block --repeats 7
     python benchmarks/bench_autograd.py --profile       # cProfile of the engine's block step
+    python benchmarks/bench_autograd.py --part block --threads 2   # floor: 2 BLAS threads; engine: its pool
 
 Part 1 times each op on small (16, 16) float32 tensors through the engine (graph recorded)
 and as the bare NumPy call; the difference is the framework's overhead per op.
 Part 2 runs forward + backward of one pre-norm transformer block (B=8, T=256, d=384, 6 heads,
 MLP 4x, float32) written with the engine, and the same block written by hand in NumPy with a
-manual backward (benchmarks/_numpy_block.py: the floor for any NumPy engine). It asserts that
+manual backward (benchmarks/_numpy_block.py: the floor for any NumPy engine; its causal
+attention skips the masked key blocks as the engine's does, so the floor is not naive there). It asserts that
 both give the same output and gradients, then prints medians of several runs: time, achieved
 matmul GFLOP/s, NumPy's own matmul GFLOP/s on the block's shapes, and peak traced memory.
 """
@@ -44,6 +46,7 @@ import _numpy_block as floor  # noqa: E402
 import autograd  # noqa: E402
 from autograd import Tensor  # noqa: E402
 from autograd import ops  # noqa: E402
+from autograd.ops.mlp import gelu_mlp  # noqa: E402
 
 
 # ---- timing helpers ------------------------------------------------------------------------
@@ -126,20 +129,20 @@ def bench_overhead(repeats: int) -> None:
 
 # ---- part 2: one transformer block ---------------------------------------------------------
 def engine_block(x: Tensor, P: dict, n_head: int) -> Tensor:
-    """The block of _numpy_block.forward_backward, written with the engine's ops."""
+    """The block of _numpy_block.forward_backward, written with the engine's ops as the GPT's
+    layers call them (linear, attention, the fused GELU MLP: nn.Linear, nn.MLP)."""
     B, T, C = x.shape
     N, hs = B * T, C // n_head
     x2 = x.reshape(N, C)
     h1 = ops.layer_norm(x2, P["ln1_w"], P["ln1_b"])
-    qkv = h1 @ P["attn_w"] + P["attn_b"]                          # (N, 3C)
+    qkv = ops.linear(h1, P["attn_w"], P["attn_b"])                # (N, 3C)
     q, k, v = (t.reshape(B, T, n_head, hs).transpose(1, 2)       # (B, H, T, hs) each
                for t in ops.split(qkv, C, axis=1))
     y = ops.scaled_dot_product_attention(q, k, v, causal=True)   # (B, H, T, hs)
     y2 = y.transpose(1, 2).reshape(N, C)                          # (N, C)
-    x1 = x2 + (y2 @ P["proj_w"] + P["proj_b"])
+    x1 = x2 + ops.linear(y2, P["proj_w"], P["proj_b"])
     h2 = ops.layer_norm(x1, P["ln2_w"], P["ln2_b"])
-    u = ops.gelu(h2 @ P["fc_w"] + P["fc_b"], approximate="tanh")  # (N, 4C)
-    out = x1 + (u @ P["fc2_w"] + P["fc2_b"])
+    out = x1 + gelu_mlp(h2, P["fc_w"], P["fc_b"], P["fc2_w"], P["fc2_b"])
     return out.reshape(B, T, C)
 
 
@@ -192,7 +195,32 @@ def numpy_matmul_gflops(B, T, C, H, repeats) -> float:
     return total_flops / total_s / 1e9
 
 
-def bench_block(B, T, C, H, repeats, profile: bool) -> None:
+def _on_threads(threads: int | None):
+    """(floor_fn, engine_fn) wrappers: with `threads`, the floor runs on that many OpenBLAS
+    threads (NumPy's own parallelism) and the engine on autograd.parallel's pool of that many
+    (OpenBLAS one per thread); without, both as the process started (BLAS's own default)."""
+    if threads is None:
+        return (lambda fn: fn), (lambda fn: fn)
+    from autograd import parallel
+
+    def floor_side(fn):
+        def run(*a):
+            parallel.set_blas_threads(threads)
+            return fn(*a)
+        return run
+
+    def engine_side(fn):
+        def run(*a):
+            parallel.set_threads(threads)   # the pool, and OpenBLAS back to one thread
+            return fn(*a)
+        return run
+
+    return floor_side, engine_side
+
+
+def bench_block(B, T, C, H, repeats, profile: bool, threads: int | None = None) -> None:
+    floor_side, engine_side = _on_threads(threads)
+    floor_fb, engine_step = floor_side(floor.forward_backward), engine_side(_engine_step)
     rng = np.random.default_rng(0)
     params = floor.init_params(C, rng)
     x_np = rng.standard_normal((B, T, C), dtype=np.float32)
@@ -224,8 +252,8 @@ def bench_block(B, T, C, H, repeats, profile: bool) -> None:
     # Timing: interleave the two so that machine noise hits both alike.
     t_eng, t_np, cpu_eng, cpu_np = [], [], [], []
     for _ in range(repeats):
-        for fn, wall, cpu in ((lambda: floor.forward_backward(x_np, params, dout, H), t_np, cpu_np),
-                              (lambda: _engine_step(x_np, params, dout, H), t_eng, cpu_eng)):
+        for fn, wall, cpu in ((lambda: floor_fb(x_np, params, dout, H), t_np, cpu_np),
+                              (lambda: engine_step(x_np, params, dout, H), t_eng, cpu_eng)):
             gc.collect()
             w0, c0 = time.perf_counter(), time.process_time()
             fn()
@@ -233,8 +261,8 @@ def bench_block(B, T, C, H, repeats, profile: bool) -> None:
             cpu.append((time.process_time() - c0) * 1e3)
     ms_eng, ms_np = statistics.median(t_eng), statistics.median(t_np)
     cpu_ms = {"floor": statistics.median(cpu_np), "engine": statistics.median(cpu_eng)}
-    mem_eng = _peak_bytes(lambda: _engine_step(x_np, params, dout, H))
-    mem_np = _peak_bytes(lambda: floor.forward_backward(x_np, params, dout, H))
+    mem_eng = _peak_bytes(lambda: engine_step(x_np, params, dout, H))
+    mem_np = _peak_bytes(lambda: floor_fb(x_np, params, dout, H))
     gflops_np_mm = numpy_matmul_gflops(B, T, C, H, max(3, repeats))
     flops = 3 * floor.matmul_flops(B, T, C, H)
 
@@ -262,6 +290,8 @@ def main(argv=None) -> None:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the engine block step")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="the floor on N OpenBLAS threads, the engine on autograd.parallel's pool of N")
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="BLAS threads (default: the library's own choice, usually one per core)")
     args = ap.parse_args(argv)
@@ -277,7 +307,7 @@ def main(argv=None) -> None:
     if args.part in ("all", "overhead"):
         bench_overhead(args.repeats)
     if args.part in ("all", "block"):
-        bench_block(args.batch, args.seq, args.dim, args.heads, args.repeats, args.profile)
+        bench_block(args.batch, args.seq, args.dim, args.heads, args.repeats, args.profile, args.threads)
 
 
 if __name__ == "__main__":
