@@ -13,6 +13,7 @@ import numpy as np
 import autograd
 from autograd.backend import device_of, module_for_device, parse_device, to_device
 from autograd.grad_mode import is_grad_enabled
+from autograd.ops import self_attention
 from autograd.tensor import Tensor
 from nn import arrays
 from nn.dropout import Dropout
@@ -152,6 +153,10 @@ class MultiHeadAttention(Module):
         elif kv_cache is not None and pos_offset != cached:
             raise ValueError(f"MultiHeadAttention: pos_offset={pos_offset} but the KV cache holds {cached} positions")
 
+        if kv_cache is None and self._fused(x, attn_mask):   # one op, by groups of batch entries
+            c, o = self.c_attn, self.c_proj
+            y = self_attention.causal_self_attention(x, c.weight, c.bias, o.weight, o.bias, H)
+            return self.resid_dropout(y)
         Hkv = self.n_kv_head
         # one reshape and one transpose for all three (a decode step pays per op, not per byte)
         qkv = self.c_attn(x).reshape(B, T, H + 2 * Hkv, hs).transpose(1, 2)  # (B, H + 2Hkv, T, hs)
@@ -193,6 +198,19 @@ class MultiHeadAttention(Module):
         q = q.reshape(B, Hkv, H // Hkv, hs)                      # (B, Hkv, g, hs)
         y = arrays.attention(q, k, v, causal=False)              # (B, Hkv, g, hs)
         return self.c_proj.step(y.reshape(B, C))                 # heads side by side
+
+    def _fused(self, x: Tensor, attn_mask: Any) -> bool:
+        """Whether forward runs as one causal_self_attention op (autograd/ops/self_attention.py):
+        plain causal multi-head self-attention (no mask, RoPE, qk_norm, grouped heads or attention
+        dropout) on NumPy arrays of one dtype, with no forward hook on the projections."""
+        if not (self.causal and attn_mask is None and self.rope is None and self.q_norm is None
+                and self.n_kv_head == self.n_head and not (self.training and self.attn_dropout > 0)):
+            return False
+        c, o = self.c_attn, self.c_proj
+        if c._forward_hooks or o._forward_hooks:
+            return False
+        biases = [b.dtype for b in (c.bias, o.bias) if b is not None]
+        return self_attention.applies(x.data, c.weight.data, o.weight.data) and all(d == x.dtype for d in biases)
 
     def _repeat_kv(self, a: Tensor) -> Tensor:
         """(B, Hkv, L, hs) -> (B, H, L, hs): key/value head j serves query heads j*g..j*g+g-1

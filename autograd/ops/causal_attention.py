@@ -10,8 +10,8 @@ Backward, g = dL/dout, D = rowsum(g * out):
     dv[:r1] += P_i^T @ g_i,  dS_i = P_i * (g_i @ v[:r1]^T - D_i),
     dq_i = s * dS_i @ k[:r1],  dk[:r1] += s * dS_i^T @ q_i
 Each batch entry is one task on autograd.parallel's pool, its blocks in a fixed order, so the
-result does not depend on the thread count. The P_i of one batch entry lie one after another in
-one flat buffer (float dtype of q). The same numbers as the full masked attention
+result does not depend on the thread count. P_i is one (B, H, R, r1) array per query block
+(q's dtype), so that a task's entries are a contiguous slice of each. The same numbers as the full masked attention
 (autograd/ops/attention.py) up to rounding, which tests/autograd/test_causal_attention.py checks.
 """
 from __future__ import annotations
@@ -43,15 +43,25 @@ def applies(q, k, causal: bool, attn_mask, dropout_p: float) -> bool:
             and query_rows(q.shape[-2]) > 0)
 
 
-@functools.lru_cache(maxsize=8)
-def _layout(T: int, rows: int):
-    """(bounds [(r0, r1)], offsets into one head's flat P, its length) for T positions."""
-    bounds = [(r0, min(T, r0 + rows)) for r0 in range(0, T, rows)]
-    offsets, total = [], 0
-    for r0, r1 in bounds:
-        offsets.append(total)
-        total += (r1 - r0) * r1
-    return bounds, offsets, total
+def layout(T: int) -> tuple:
+    """Query blocks (r0, r1) for T positions: query_rows(T) rows each, or one block of all T
+    when T is too short to cut."""
+    return _bounds(T, query_rows(T) or T)
+
+
+@functools.lru_cache(maxsize=16)
+def _bounds(T: int, rows: int) -> tuple:
+    return tuple((r0, min(T, r0 + rows)) for r0 in range(0, T, rows))
+
+
+def scores_per_entry(T: int, H: int) -> int:
+    """Probabilities one batch entry of H heads keeps (the blocks' (r1 - r0) x r1 each)."""
+    return H * sum((r1 - r0) * r1 for r0, r1 in layout(T))
+
+
+def new_probabilities(lead: tuple, T: int, dtype) -> list:
+    """One uninitialised (*lead, r1 - r0, r1) array per query block of layout(T)."""
+    return [np.empty(lead + (r1 - r0, r1), dtype=dtype) for r0, r1 in layout(T)]
 
 
 @functools.lru_cache(maxsize=8)
@@ -62,59 +72,66 @@ def _corner(rows: int):
     return m
 
 
+def entry_forward(q, k, v, scale: float, probs: list, out) -> None:
+    """Entries (...) of q, k (..., T, hs), v (..., T, hv) -> out (..., T, hv) (written; may be a
+    view), each query block's probabilities into probs (new_probabilities(..., T, ...))."""
+    bounds = layout(q.shape[-2])
+    qs, kt = q * q.dtype.type(scale), k.swapaxes(-1, -2)         # (..., T, hs), (..., hs, T)
+    corner = _corner(bounds[0][1] - bounds[0][0])
+    for (r0, r1), pi in zip(bounds, probs):
+        n = r1 - r0
+        np.matmul(qs[..., r0:r1, :], kt[..., :r1], out=pi)
+        np.copyto(pi[..., r0:], pi.dtype.type(-np.inf), where=corner[:n, :n])
+        softmax_array(pi, axis=-1, out=pi, masked=False)            # each row sees its own key
+        np.matmul(pi, v[..., :r1, :], out=out[..., r0:r1, :])
+
+
+def entry_backward(g, q, k, v, out, probs: list, scale: float, gq, gk, gv) -> None:
+    """Gradients of entry_forward into gq, gk (..., T, hs), gv (..., T, hv) (written; may be
+    views); g = dL/dout (..., T, hv)."""
+    T = q.shape[-2]
+    d = (g * out).sum(axis=-1, keepdims=True, dtype=acc_dtype(g.dtype))   # (..., T, 1)
+    # the last block sees every key: it writes dk and dv, the others add to them
+    for (r0, r1), pi in reversed(list(zip(layout(T), probs))):
+        first, gi = r1 == T, g[..., r0:r1, :]
+        _product_into(gv[..., :r1, :], pi.swapaxes(-1, -2), gi, first)
+        ds = np.matmul(gi, v[..., :r1, :].swapaxes(-1, -2))             # (..., R, r1)
+        ds -= d[..., r0:r1, :]
+        ds *= pi
+        np.matmul(ds, k[..., :r1, :], out=gq[..., r0:r1, :])
+        _product_into(gk[..., :r1, :], ds.swapaxes(-1, -2), q[..., r0:r1, :], first)
+    s = gq.dtype.type(scale)
+    gq *= s
+    gk *= s
+
+
 class CausalAttention(Function):
     """scaled_dot_product_attention(q, k, v, causal=True) by query blocks (module docstring)."""
 
     def forward(self, q, k, v, scale: float):
         B, H, T, _ = q.shape
-        rows = query_rows(T)
-        bounds, offsets, total = _layout(T, rows)
-        p = np.empty((B, H * total), dtype=q.dtype)           # per batch entry: every P_i, flat
+        probs = new_probabilities((B, H), T, q.dtype)
         out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)
-        s, corner = q.dtype.type(scale), _corner(rows)
 
-        def entry(lo, hi):
-            for b in range(lo, hi):
-                qb, kt, vb = q[b] * s, k[b].swapaxes(-1, -2), v[b]   # (H, T, hs), (H, hs, T), (H, T, hv)
-                for (r0, r1), off in zip(bounds, offsets):
-                    pi = p[b, H * off:H * (off + (r1 - r0) * r1)].reshape(H, r1 - r0, r1)
-                    np.matmul(qb[:, r0:r1], kt[:, :, :r1], out=pi)
-                    n = r1 - r0
-                    np.copyto(pi[:, :, r0:], pi.dtype.type(-np.inf), where=corner[:n, :n])
-                    softmax_array(pi, axis=-1, out=pi, masked=False)   # each row sees its own key
-                    np.matmul(pi, vb[:, :r1], out=out[b, :, r0:r1])
+        def entries(lo, hi):
+            entry_forward(q[lo:hi], k[lo:hi], v[lo:hi], scale, [p[lo:hi] for p in probs], out[lo:hi])
 
-        parallel.for_chunks(entry, B, H * total, step=1)
-        self.q, self.k, self.v, self.p, self.out, self.scale = q, k, v, p, out, scale
+        parallel.for_chunks(entries, B, scores_per_entry(T, H), step=1)
+        self.q, self.k, self.v, self.probs, self.out, self.scale = q, k, v, probs, out, scale
         return out
 
     def backward(self, g):
-        q, k, v, p, o = self.q, self.k, self.v, self.p, self.out
+        q, k, v, probs, o = self.q, self.k, self.v, self.probs, self.out
         B, H, T, _ = q.shape
-        rows = query_rows(T)
-        bounds, offsets, _ = _layout(T, rows)
         nq, nk, nv = self.needs_input_grad
         gq, gk, gv = (np.empty_like(a) for a in (q, k, v))
-        s = q.dtype.type(self.scale)
 
-        def entry(lo, hi):
-            for b in range(lo, hi):
-                gb, vb, kb, qb = g[b], v[b], k[b], q[b]
-                d = (gb * o[b]).sum(axis=-1, keepdims=True, dtype=acc_dtype(gb.dtype))   # (H, T, 1)
-                # the last block sees every key: it writes dk and dv, the others add to them
-                for (r0, r1), off in reversed(list(zip(bounds, offsets))):
-                    pi = p[b, H * off:H * (off + (r1 - r0) * r1)].reshape(H, r1 - r0, r1)
-                    gi, first = gb[:, r0:r1], r1 == T
-                    _product_into(gv[b, :, :r1], pi.swapaxes(-1, -2), gi, first)
-                    ds = np.matmul(gi, vb[:, :r1].swapaxes(-1, -2))               # (H, R, r1)
-                    ds -= d[:, r0:r1]
-                    ds *= pi
-                    np.matmul(ds, kb[:, :r1], out=gq[b, :, r0:r1])
-                    _product_into(gk[b, :, :r1], ds.swapaxes(-1, -2), qb[:, r0:r1], first)
-                gq[b] *= s
-                gk[b] *= s
+        def entries(lo, hi):
+            sl = slice(lo, hi)
+            entry_backward(g[sl], q[sl], k[sl], v[sl], o[sl], [p[sl] for p in probs], self.scale,
+                           gq[sl], gk[sl], gv[sl])
 
-        parallel.for_chunks(entry, B, H * T * T, step=1)
+        parallel.for_chunks(entries, B, H * T * T, step=1)
         return gq if nq else None, gk if nk else None, gv if nv else None
 
 

@@ -1,0 +1,116 @@
+"""causal_self_attention: a GPT attention sublayer (fused q, k, v projection, causal attention,
+output projection) in one op on the CPU, by groups of batch entries.
+
+Shapes: x (B, T, C), w_qkv (C, 3C), b_qkv (3C,), w_out (C, C), b_out (C,) -> (B, T, C); H heads
+of hs = C / H; N = B * T rows. GPT-2's layout: the projection's columns are q, k, v, each with
+its heads side by side.
+    qkv = x @ w_qkv + b_qkv                      (N, 3C), saved
+    y_e = attention(q_e, k_e, v_e)                per batch entry e, (T, C) with heads side by side
+    out = y @ w_out + b_out                       y (N, C) saved
+Backward, g = dL/dout:
+    dy = g @ w_out^T,  (dq, dk, dv) per entry (autograd/ops/causal_attention.py),
+    dx = dqkv @ w_qkv^T,  dw_out = y^T @ g,  dw_qkv = x^T @ dqkv,  biases: sums over rows.
+A pool task takes a group of entries through the first product, the attention and the second
+product (forward) or back (dx pass), with the heads read from and written into the (T, 3C) and
+(T, C) row layouts directly: no transposed copies, and one hand-off for the sublayer. The weight
+and bias gradients of leaf parameters are deferred (autograd.parallel.defer). The attention
+keeps only its probabilities (the causal blocks of causal_attention.layout). Groups depend on
+the shapes only, so the result does not depend on the thread count.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograd import parallel
+from autograd.function import Function
+from autograd.ops import causal_attention as _ca
+from autograd.ops.attention import entries_per_task
+from autograd.ops.matmul import leaf_parent
+
+
+def applies(x, w_qkv, w_out) -> bool:
+    """Whether the fused op runs: NumPy float32/float64 arrays of one dtype, x (B, T, C)."""
+    return (type(x) is np.ndarray and type(w_qkv) is np.ndarray and type(w_out) is np.ndarray
+            and x.dtype in (np.float32, np.float64) and x.dtype == w_qkv.dtype == w_out.dtype
+            and x.ndim == 3)
+
+
+def _heads(rows, n: int, H: int, parts: int = 1, part: int = 0):
+    """Head view (n, H, T, hs) of piece `part` of `parts` equal pieces of (n T, width) rows of n
+    entries: the q, k or v of (n T, 3C) projections (parts=3), or all of (n T, C) rows (parts=1)."""
+    width = rows.shape[1]
+    return rows.reshape(n, -1, parts, H, width // parts // H)[:, :, part].swapaxes(1, 2)
+
+
+class CausalSelfAttention(Function):
+    def forward(self, x, w_qkv, *rest, n_head=1, has_b_qkv=False, has_b_out=False):
+        b_qkv = rest[0] if has_b_qkv else None
+        w_out = rest[1] if has_b_qkv else rest[0]
+        b_out = rest[-1] if has_b_out else None
+        B, T, C = x.shape
+        H, scale = n_head, 1.0 / math.sqrt(C // n_head)
+        x2 = np.ascontiguousarray(x.reshape(B * T, C))
+        qkv, y, out = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C, C))
+        probs = _ca.new_probabilities((B, H), T, x.dtype)
+
+        def group(lo, hi):
+            rows, n = slice(lo * T, hi * T), hi - lo
+            np.matmul(x2[rows], w_qkv, out=qkv[rows])
+            if b_qkv is not None:
+                qkv[rows] += b_qkv
+            q, k, v = (_heads(qkv[rows], n, H, 3, i) for i in range(3))      # (n, H, T, hs) views
+            _ca.entry_forward(q, k, v, scale, [p[lo:hi] for p in probs], _heads(y[rows], n, H))
+            np.matmul(y[rows], w_out, out=out[rows])
+            if b_out is not None:
+                out[rows] += b_out
+
+        per_entry = _ca.scores_per_entry(T, H)
+        parallel.for_chunks(group, B, per_entry, step=entries_per_task(per_entry))
+        self.x2, self.w_qkv, self.w_out, self.qkv, self.y, self.probs = x2, w_qkv, w_out, qkv, y, probs
+        self.shape, self.H, self.scale = (B, T, C), H, scale
+        self.has_b_qkv, self.has_b_out = has_b_qkv, has_b_out
+        return out.reshape(B, T, C)
+
+    def backward(self, g):
+        B, T, C = self.shape
+        H, qkv, y, probs, w_qkv, w_out = self.H, self.qkv, self.y, self.probs, self.w_qkv, self.w_out
+        g2 = np.ascontiguousarray(g.reshape(B * T, C), dtype=y.dtype)
+        dqkv = np.empty_like(qkv)
+        dx = np.empty_like(self.x2) if self.needs_input_grad[0] else None
+
+        def group(lo, hi):
+            rows, n = slice(lo * T, hi * T), hi - lo
+            dy = np.matmul(g2[rows], w_out.T)                                # (n T, C)
+            q, k, v = (_heads(qkv[rows], n, H, 3, i) for i in range(3))
+            dq, dk, dv = (_heads(dqkv[rows], n, H, 3, i) for i in range(3))
+            _ca.entry_backward(_heads(dy, n, H), q, k, v, _heads(y[rows], n, H), [p[lo:hi] for p in probs],
+                               self.scale, dq, dk, dv)
+            if dx is not None:
+                np.matmul(dqkv[rows], w_qkv.T, out=dx[rows])
+
+        parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
+        grads = [None if dx is None else dx.reshape(B, T, C)]
+        return tuple(grads + self._param_grads(dqkv, g2))
+
+    def _param_grads(self, dqkv, g2) -> list:
+        """[dw_qkv, db_qkv?, dw_out, db_out?] in the inputs' order (None where not needed)."""
+        specs = [(self.x2, dqkv)] + ([(None, dqkv)] if self.has_b_qkv else [])
+        specs += [(self.y, g2)] + ([(None, g2)] if self.has_b_out else [])
+        out = []
+        for i, (a, gr) in enumerate(specs, start=1):
+            if not self.needs_input_grad[i]:
+                out.append(None)
+            elif a is None:
+                out.append(parallel.deferred_row_sum(gr) if leaf_parent(self, i) else gr.sum(axis=0))
+            else:
+                out.append(parallel.deferred_matmul(a.T, gr) if leaf_parent(self, i) else parallel.matmul(a.T, gr))
+        return out
+
+
+def causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, n_head: int):
+    """The sublayer of the module docstring on Tensors; callers check `applies` first."""
+    params = [t for t in (w_qkv, b_qkv, w_out, b_out) if t is not None]
+    return CausalSelfAttention.apply(x, *params, n_head=int(n_head), has_b_qkv=b_qkv is not None,
+                                     has_b_out=b_out is not None)
