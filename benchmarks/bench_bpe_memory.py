@@ -2,11 +2,13 @@
 
 Memory of our trainer is bounded by the number of distinct chunks, not by the corpus size:
 ``bpe count`` per shard, then ``bpe train --counts``. Each measurement runs in a fresh process
-and reports its peak resident memory (ru_maxrss of the process; for ours also the largest
-counting worker), so the figures do not mix.
+and reports its peak resident memory (VmHWM of the process, since ru_maxrss survives exec and
+would start at the benchmark's own size; for ours also the largest counting worker's ru_maxrss),
+so the figures do not mix.
 
     python3 benchmarks/bench_bpe_memory.py                    # 50 MB, vocab 32768
     python3 benchmarks/bench_bpe_memory.py --sizes 50,200 --shards 4
+    python3 benchmarks/bench_bpe_memory.py --sizes 200 --hf-max-gb 8   # Hugging Face capped at 8 GB
 
 Corpus: the standard library's sources repeated to size (as in bench_bpe.py), written to a
 temporary folder as files, one shard per folder.
@@ -35,6 +37,11 @@ warnings.simplefilter("ignore")
 t = time.perf_counter()
 {job}
 self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:  # Linux keeps ru_maxrss across exec, so it would start at the forking parent's size
+    with open("/proc/self/status") as f:
+        self_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    pass
 child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({{"s": time.perf_counter() - t, "self_mb": self_kb / 1024, "child_mb": child_kb / 1024}}))
 """
@@ -45,6 +52,10 @@ assert main(sys.argv[1:]) == 0
 """
 
 HF = """
+import resource
+if float(sys.argv[3]) > 0:  # a cap on the address space, so a peer that needs too much fails here
+    cap = int(float(sys.argv[3]) * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from bpe.patterns import GPT4_PATTERN
@@ -89,6 +100,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="50", help="corpus sizes in MB (default 50)")
     ap.add_argument("--vocab", type=int, default=32768)
     ap.add_argument("--shards", type=int, default=4, help="shards for the count-then-merge run (default 4)")
+    ap.add_argument("--hf-max-gb", type=float, default=12,
+                    help="address-space cap for Hugging Face's run, so it fails instead of exhausting the "
+                         "machine (default 12; 0: none)")
     args = ap.parse_args(argv)
     load = os.getloadavg()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} "
@@ -110,7 +124,8 @@ def main(argv=None) -> int:
             try:
                 import tokenizers  # noqa: F401
 
-                hf = cell(run(HF, [str(root), str(args.vocab)]))
+                m = run(HF, [str(root), str(args.vocab), str(args.hf_max_gb)])
+                hf = f"over {args.hf_max_gb:g} GB ({m['error'][:30]})" if "error" in m else cell(m)
             except ImportError:
                 hf = "absent"
             print(f"| {size:g} MB | {cell(one, True)} | {cell(biggest, True)} | {cell(merged)}"

@@ -30,14 +30,17 @@ _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 class _Buckets:
     """A static hash table over distinct int64 keys: the keys sorted by their bucket (the top
-    bits of ``key * _MUL``), and where each bucket starts. With at least ``load`` buckets per key,
-    almost every lookup reads one place; the rare third key of a bucket is found in Python."""
+    bits of ``key * _MUL``), and where each bucket starts. With ``load`` buckets per key almost
+    every key is the first of its bucket, so a lookup reads one place; the second place is read
+    in NumPy, the rare later ones in Python."""
 
     def __init__(self, key: np.ndarray, load: int = 4):
         self.bits = max(4, (load * key.size).bit_length())
         home = self._home(key)
-        self.index = np.argsort(home)  # position in ``key`` of each sorted key
-        self.key = key[self.index]
+        index = np.argsort(home)
+        # One place past the end (key -1, never asked for) so that an empty last bucket reads it.
+        self.key = np.append(key[index], _EMPTY)
+        self.index = np.append(index, _EMPTY)  # position in ``key`` of each sorted key
         # int32 halves the memory that lookups read at random (tables of up to 2**31 keys)
         self.start = np.zeros((1 << self.bits) + 1, dtype=np.int32)
         np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
@@ -46,21 +49,21 @@ class _Buckets:
         return ((key.view(np.uint64) * _MUL) >> np.uint64(64 - self.bits)).view(np.int64)
 
     def find(self, key: np.ndarray) -> np.ndarray:
-        """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
-        out = np.full(key.size, _EMPTY, dtype=np.int64)
+        """For each of ``key`` (int64, >= 0), its position in the keys the table was built from, or -1."""
         home = self._home(key)
-        first, stop = self.start[home], self.start[home + 1]
-        where = np.flatnonzero(first < stop)
-        at, stop = first[where], stop[where]
-        for _ in range(2):
-            hit = self.key[at] == key[where]
-            out[where[hit]] = self.index[at[hit]]
-            go = np.flatnonzero(~hit & (at + 1 < stop))
-            where, at, stop = where[go], at[go] + 1, stop[go]
-        for w, a, e in zip(where.tolist(), at.tolist(), stop.tolist()):  # past a bucket's second key
-            same = np.flatnonzero(self.key[a:e] == key[w])
+        first = self.start[home]
+        # A key equal to the one at ``first`` has the same home, so it is in that bucket.
+        out = np.where(self.key[first] == key, self.index[first], _EMPTY)
+        stop = self.start[home + 1]
+        more = np.flatnonzero((out == _EMPTY) & (stop - first > 1))
+        at = first[more] + 1
+        hit = self.key[at] == key[more]
+        out[more[hit]] = self.index[at[hit]]
+        rest = ~hit & (stop[more] - at > 1)
+        for w, a, e in zip(more[rest].tolist(), at[rest].tolist(), stop[more][rest].tolist()):
+            same = np.flatnonzero(self.key[a + 1:e] == key[w])
             if same.size:
-                out[w] = self.index[a + same[0]]
+                out[w] = self.index[a + 1 + same[0]]
         return out
 
 

@@ -17,9 +17,7 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 """
 from __future__ import annotations
 
-from collections import deque
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import chain, compress, filterfalse
 
 import numpy as np
 
@@ -93,7 +91,7 @@ class PieceEncoder:
 
     def __call__(self, text: str) -> list[int]:
         out: list[int] = []
-        wait: list[tuple[list[str], list]] = []  # blocks whose new pieces are not merged yet
+        wait: list[tuple[list[str], list[str]]] = []  # blocks, and their pieces not in the cache yet
         n_new = n_chars = 0
         cache, find = self.cache, self.findall
         self._dense = False
@@ -106,9 +104,9 @@ class PieceEncoder:
                     self._dense_missed += cache.missed - before
                     self._dense = isinstance(self._pair_table(), PairTable)
                 continue
-            per = list(map(cache.get, pieces))  # dict.get: None for a new piece, no __missing__
-            wait.append((pieces, per))
-            n_new += per.count(None)
+            new = list(filterfalse(cache.__contains__, pieces))  # __contains__ never merges
+            wait.append((pieces, new))
+            n_new += len(new)
             n_chars += len(block)
             if n_new >= BATCH_TARGET or n_chars >= WAIT_CHARS:
                 self._flush(wait, n_new, out)
@@ -129,26 +127,21 @@ class PieceEncoder:
             yield text[pos:end]
             pos = end
 
-    def _flush(self, wait: list[tuple[list[str], list]], n_new: int, out: list[int]) -> None:
-        """Merge the new pieces of the waiting blocks (None in their ``per``, ``n_new`` of them)
-        together, put their ids there and in the cache, and append the blocks' ids to ``out``."""
+    def _flush(self, wait: list[tuple[list[str], list[str]]], n_new: int, out: list[int]) -> None:
+        """Merge the new pieces of the waiting blocks (``n_new`` of them) together into the
+        cache, then append the blocks' ids to ``out``."""
         self._dense = n_new >= DENSE * len(wait)
-        misses = [list(compress(range(len(per)), map(is_, per, repeat(None)))) for _, per in wait]
-        new = dict.fromkeys(chain.from_iterable(map(pieces.__getitem__, m) for (pieces, _), m in zip(wait, misses)))
-        new = self._merge_new(list(new))
+        new = list(dict.fromkeys(chain.from_iterable(n for _, n in wait)))
         self.cache.make_room(len(new))
-        self.cache.update(new)
-        for p in new:
-            if len(p) > MAX_CACHED_PIECE:
-                del self.cache[p]
-        for (pieces, per), m in zip(wait, misses):
-            # per[i] = new[pieces[i]] for every new piece of the block, with the loop in C
-            deque(map(per.__setitem__, m, map(new.__getitem__, map(pieces.__getitem__, m))), maxlen=0)
-            out += chain.from_iterable(per)
+        self.cache.update(self._merge_new(new))
+        get = self.cache.__getitem__  # a piece too long to be cached is merged again here
+        for pieces, _ in wait:
+            out += chain.from_iterable(map(get, pieces))
 
     def _merge_new(self, pieces: list[str]) -> dict[str, tuple[int, ...]]:
-        """Ids of distinct pieces: merged by NumPy together, but the long ones (and all of them
-        when they hold escaped bytes, whose byte counts differ) one by one."""
+        """Ids of distinct pieces, but those too long to be cached: merged by NumPy together, the
+        long ones (and all of them when they hold escaped bytes, whose byte counts differ) one
+        by one."""
         ranks = self.ranks
         joined = "".join(pieces)
         try:
@@ -156,7 +149,7 @@ class PieceEncoder:
         except UnicodeEncodeError:
             data = None
         if data is None or len(pieces) < BATCH_MIN:
-            return {p: _merge_one(ranks, p) for p in pieces}
+            return {p: _merge_one(ranks, p) for p in pieces if len(p) <= MAX_CACHED_PIECE}
         ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
         if len(data) != len(joined):  # the byte where each character starts, then each piece
             first = np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)
@@ -165,7 +158,7 @@ class PieceEncoder:
         out = {}
         if sizes.max() >= BATCH_MAX_BYTES or sizes.min() == 0:
             keep = (sizes < BATCH_MAX_BYTES) & (sizes > 0)
-            out = {p: _merge_one(ranks, p) for p in compress(pieces, (~keep).tolist())}
+            out = {p: _merge_one(ranks, p) for p in compress(pieces, (~keep).tolist()) if len(p) <= MAX_CACHED_PIECE}
             pieces = list(compress(pieces, keep.tolist()))
             sizes, ends = sizes[keep], ends[keep]
         # Longest first (merge_pieces reads only the front that is still merging): the bytes are

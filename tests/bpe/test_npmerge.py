@@ -115,3 +115,14 @@ def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_ba
     text = corpus_texts[1] + PROSE + "aaaa" * 40
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
+
+
+@given(keys=st.sets(st.integers(0, 2**40), max_size=300), asked=st.lists(st.integers(0, 2**40), max_size=50))
+def test_the_hash_table_finds_every_key_also_in_crowded_buckets(keys, asked):
+    from bpe.npmerge import _Buckets
+
+    keys = np.array(sorted(keys), dtype=np.int64)
+    table = _Buckets(keys, load=0)  # 16 buckets: many keys share one
+    query = np.concatenate([keys, np.array(asked, dtype=np.int64)])
+    where = {k: i for i, k in enumerate(keys.tolist())}
+    assert table.find(query).tolist() == [where.get(k, -1) for k in query.tolist()]
