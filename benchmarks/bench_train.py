@@ -14,8 +14,12 @@ A step is the whole of training: forward, backward, gradient clipping and AdamW,
 PyTorch is installed (imported lazily, benchmarks/_torch_train.py: the same model in PyTorch
 eager), both run in this process on the same batches and thread count, their steps interleaved
 (ours, theirs, theirs, ours, ...) so that the machine's noise falls on both alike; the table
-gives medians and their ratio. `--load 1` starts a busy-loop process for the timed steps (one
-core taken, as by another user's job); our thread count is then what `gpt train` would choose
+gives medians and their ratio. Each timed step follows 10 ms of rest (`--gap`): PyTorch's
+OpenMP threads keep spinning for a few milliseconds after its step ends, and back to back
+(`--gap 0`) that spinning takes the cores from the step that follows it, ours (measured on
+config (a): ours 32.9 ms right after a PyTorch step, 28.4 ms 5 ms later); our pool's threads
+sleep when idle, so they take nothing from PyTorch's. `--load 1` starts a busy-loop process for
+the timed steps (one core taken, as by another user's job); our thread count is then what `gpt train` would choose
 on that machine (gpt/training/threads.py), PyTorch keeps its own default. Each figure comes with
 the load average and the CPU the other processes used meanwhile (from /proc), so a reader can
 judge it. Peak memory is measured in a fresh process per framework: the peak resident set over
@@ -95,9 +99,11 @@ def batches_for(name: str, n: int = 4) -> list:
     return [(rng.integers(0, c["vocab_size"], shape), rng.integers(0, c["vocab_size"], shape)) for _ in range(n)]
 
 
-def timed(steps: dict, batches: list, repeats: int, warmup: int, exclude: tuple = ()) -> dict:
+def timed(steps: dict, batches: list, repeats: int, warmup: int, exclude: tuple = (),
+          gap: float = 0.0) -> dict:
     """Interleaved timing of the named step functions: per repeat each runs once, the order
-    reversed every other repeat. -> {name: [seconds]}, plus "_cpu" (the CPU meter's reading)."""
+    reversed every other repeat, `gap` seconds of rest (untimed) before each step.
+    -> {name: [seconds]}, plus "_cpu" (the CPU meter's reading)."""
     from autograd.parallel import CpuMeter
 
     names = list(steps)
@@ -108,6 +114,7 @@ def timed(steps: dict, batches: list, repeats: int, warmup: int, exclude: tuple 
     meter = CpuMeter().start()
     for r in range(repeats):
         for n in (names if r % 2 == 0 else names[::-1]):
+            time.sleep(gap)
             t0 = time.perf_counter()
             steps[n](*batches[r % len(batches)])
             times[n].append(time.perf_counter() - t0)
@@ -237,7 +244,7 @@ def speed_tables(args) -> None:
                 if torch is not None:
                     steps["torch"] = build_torch_step(CONFIGS[name], theirs)[0]
                 reps = args.steps_a if name == "a" else args.steps_b
-                t = timed(steps, batches_for(name), reps, args.warmup, tuple(p.pid for p in loops))
+                t = timed(steps, batches_for(name), reps, args.warmup, tuple(p.pid for p in loops), args.gap)
                 _row(name, t)
                 del steps
         finally:
@@ -279,6 +286,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps-a", type=int, default=30, help="timed steps of (a), each framework")
     ap.add_argument("--steps-b", type=int, default=6, help="timed steps of (b), each framework")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--gap", type=float, default=0.01,
+                    help="seconds of rest before each timed step (0: back to back; see the docstring)")
     ap.add_argument("--load", default="0", help="busy-loop processes during the timing, a list: 0,1")
     ap.add_argument("--threads", type=int, default=None,
                     help="our pool and BLAS threads (default: gpt train's own choice)")
