@@ -33,7 +33,7 @@ DENSE = 64  # new pieces in one block from which the blocks wait to be merged to
 BATCH_TARGET = 4096  # new pieces that waiting blocks gather before they are merged together
 WAIT_CHARS = 1 << 20  # characters that may wait (it bounds the memory of their pieces)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
-TABLE_AFTER = 16384  # pieces merged one by one before the pair table of batch merging is built
+TABLE_AFTER = 16384  # new pieces of blocks that brought DENSE or more, merged one by one, before the pair table is built
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
 
 
