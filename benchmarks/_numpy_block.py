@@ -137,10 +137,7 @@ def forward_backward(x, p, dout, n_head):
     h1, ln1 = _ln_fwd(x2, p["ln1_w"], p["ln1_b"])
     qkv = h1 @ p["attn_w"]
     qkv += p["attn_b"]
-    qkv4 = qkv.reshape(B, T, 3, n_head, hs)
-    q = qkv4[:, :, 0].transpose(0, 2, 1, 3)             # (B, H, T, hs)
-    k = qkv4[:, :, 1].transpose(0, 2, 1, 3)
-    v = qkv4[:, :, 2].transpose(0, 2, 1, 3)
+    q, k, v = (qkv.reshape(B, T, 3, n_head, hs)[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, T, hs)
     y, att = _attention_fwd(q, k, v, scale)              # (B, H, T, hs), saved probabilities
     y2 = y.transpose(0, 2, 1, 3).reshape(N, C)          # copy: (N, C)
     a = y2 @ p["proj_w"]

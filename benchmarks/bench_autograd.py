@@ -195,6 +195,19 @@ def numpy_matmul_gflops(B, T, C, H, repeats) -> float:
     return total_flops / total_s / 1e9
 
 
+def _check_both(x_np, params, dout, H) -> None:
+    """Engine and floor agree: float64 on two entries (tight), then the float32 run that is timed."""
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    small = slice(0, 2)
+    o_e, g_e = _engine_step(x_np[small].astype(np.float64), p64, dout[small].astype(np.float64), H)
+    o_f, g_f = floor.forward_backward(x_np[small].astype(np.float64), p64, dout[small].astype(np.float64), H)
+    _check_same(o_e, g_e, o_f, g_f, rtol=1e-9)
+    o_e, g_e = _engine_step(x_np, params, dout, H)
+    o_f, g_f = floor.forward_backward(x_np, params, dout, H)
+    assert o_e.dtype == np.float32 and all(g.dtype == np.float32 for g in g_e.values()), "float32 was upcast"
+    _check_same(o_e, g_e, o_f, g_f, rtol=2e-3)
+
+
 def _on_threads(threads: int | None):
     """(floor_fn, engine_fn) wrappers: with `threads`, the floor runs on that many OpenBLAS
     threads (NumPy's own parallelism) and the engine on autograd.parallel's pool of that many
@@ -226,17 +239,7 @@ def bench_block(B, T, C, H, repeats, profile: bool, threads: int | None = None) 
     x_np = rng.standard_normal((B, T, C), dtype=np.float32)
     dout = rng.standard_normal((B, T, C), dtype=np.float32)
 
-    # Correctness first: float64 (tight), then the float32 run that is timed (loose).
-    p64 = {k: v.astype(np.float64) for k, v in params.items()}
-    small = slice(0, 2)
-    o_e, g_e = _engine_step(x_np[small].astype(np.float64), p64, dout[small].astype(np.float64), H)
-    o_f, g_f = floor.forward_backward(x_np[small].astype(np.float64), p64, dout[small].astype(np.float64), H)
-    _check_same(o_e, g_e, o_f, g_f, rtol=1e-9)
-    o_e, g_e = _engine_step(x_np, params, dout, H)
-    o_f, g_f = floor.forward_backward(x_np, params, dout, H)
-    assert o_e.dtype == np.float32 and all(g.dtype == np.float32 for g in g_e.values()), "float32 was upcast"
-    _check_same(o_e, g_e, o_f, g_f, rtol=2e-3)
-    del o_e, g_e, o_f, g_f
+    _check_both(x_np, params, dout, H)
 
     if profile:
         import cProfile
