@@ -29,11 +29,11 @@ from .split import chunk_finder
 CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
-DENSE = 64  # new pieces in one block from which the blocks wait to be merged together
+DENSE = 128  # new pieces in one block from which the blocks wait to be merged together
 BATCH_TARGET = 4096  # new pieces that waiting blocks gather before they are merged together
 WAIT_CHARS = 1 << 20  # characters that may wait (it bounds the memory of their pieces)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
-TABLE_AFTER = 16384  # new pieces of blocks that brought DENSE or more, merged one by one, before the pair table is built
+TABLE_AFTER = 8192  # new pieces of blocks with DENSE or more, merged one by one, before the pair table is built
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
 
 
