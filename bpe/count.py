@@ -24,6 +24,8 @@ import threading
 import time
 import warnings
 from collections import Counter
+from itertools import compress
+from operator import not_
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -115,9 +117,10 @@ class ChunkCounter:
             joined = "".join(segs)
             if not has_astral(joined):
                 chunks = findall(joined)
-            else:  # keep the segments without astral characters on the fast path
-                chunks = findall("".join([s for s in segs if s.isascii()]))
-                chunks += findall("".join([s for s in segs if not s.isascii()]))
+            else:  # only the segments that hold astral characters take the twin's stand-in path
+                astral = list(map(has_astral, segs))
+                chunks = findall("".join(compress(segs, map(not_, astral))))
+                chunks += findall("".join(compress(segs, astral)))
             if n == 1:
                 counts.update(chunks)
             else:
