@@ -110,7 +110,7 @@ def _attention_blocks(q, k, v, causal: bool, scale: float):
         softmax_array(sb, axis=-1, out=sb, masked=blocked is not None)
         np.matmul(sb, v[lo:hi], out=out[lo:hi])
 
-    parallel.for_chunks(block, q.shape[0], step=1)
+    parallel.for_chunks(block, q.shape[0], s[0].size, step=1)   # on the pool when the scores are large
     return out, s
 
 
