@@ -43,3 +43,25 @@ def keeps_float32(fn: Callable, *arrays: np.ndarray) -> None:
     out.sum().backward()
     for t in tensors:
         assert t.grad is not None and t.grad.dtype == np.float32
+
+
+def assert_same_bits_on_one_thread_and_two(fn: Callable, arrays: Sequence[np.ndarray], seed: np.ndarray) -> None:
+    """fn(*Tensors)'s output and input gradients (backward seeded with `seed`) are bitwise
+    equal with the pool on one thread and on two (shrink MIN_PARALLEL first so work splits)."""
+    from autograd import parallel
+
+    before = parallel.threads()
+
+    def run(threads):
+        parallel.set_threads(threads)
+        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+        out = fn(*ts)
+        out.backward(seed)
+        return [out.data] + [t.grad for t in ts]
+
+    try:
+        one, two = run(1), run(2)
+    finally:
+        parallel.set_threads(before)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)

@@ -11,6 +11,7 @@ import pytest
 from autograd import Tensor, gradcheck, ops, parallel
 from autograd.ops import causal_attention as ca
 from autograd.ops.attention import ScaledDotProductAttention
+from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
 from tests.autograd.test_fused import assert_same, attention_ref
 
 RNG = np.random.default_rng(77)
@@ -84,20 +85,7 @@ def test_only_whole_causal_self_attention_is_blocked():
 
 def test_blocks_on_the_pool_give_one_threads_bits(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
-    before = parallel.threads()
     arrays = [a.astype(np.float32) for a in _qkv(4, 2, 64, 8)]
     seed = RNG.standard_normal((4, 2, 64, 8)).astype(np.float32)
 
-    def run(threads):
-        parallel.set_threads(threads)
-        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
-        out = _blocked(*ts)
-        out.backward(seed)
-        return [out.data] + [t.grad for t in ts]
-
-    try:
-        one, two = run(1), run(2)
-    finally:
-        parallel.set_threads(before)
-    for a, b in zip(one, two):
-        np.testing.assert_array_equal(a, b)
+    assert_same_bits_on_one_thread_and_two(_blocked, arrays, seed)

@@ -9,6 +9,7 @@ import pytest
 import nn
 from autograd import Tensor, gradcheck, ops, parallel
 from autograd.ops import mlp as mlp_op
+from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
 from tests.autograd.test_fused import assert_same
 
 RNG = np.random.default_rng(5)
@@ -58,21 +59,7 @@ def test_fused_mlp_on_the_pool_gives_one_threads_bits(monkeypatch):
     monkeypatch.setattr(parallel, "GEMM_MIN_FLOPS", 16)
     arrays = [a.astype(np.float32) for a in _arrays((6, 11), 8, 16, 8)]
     seed = RNG.standard_normal((6, 11, 8)).astype(np.float32)
-    before = parallel.threads()
-
-    def run(threads):
-        parallel.set_threads(threads)
-        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
-        out = mlp_op.gelu_mlp(*ts)
-        out.backward(seed)
-        return [out.data] + [t.grad for t in ts]
-
-    try:
-        one, two = run(1), run(2)
-    finally:
-        parallel.set_threads(before)
-    for a, b in zip(one, two):
-        np.testing.assert_array_equal(a, b)
+    assert_same_bits_on_one_thread_and_two(mlp_op.gelu_mlp, arrays, seed)
 
 
 def test_nn_mlp_fuses_gelu_only_and_gives_the_layers_result():

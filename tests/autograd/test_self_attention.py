@@ -11,6 +11,7 @@ import nn
 from autograd import Tensor, gradcheck, ops, parallel
 from autograd.ops import causal_attention as ca
 from autograd.ops import self_attention as sa
+from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
 from tests.autograd.test_fused import assert_same, attention_ref
 
 RNG = np.random.default_rng(9)
@@ -62,21 +63,7 @@ def test_fused_sublayer_on_the_pool_gives_one_threads_bits(monkeypatch):
     monkeypatch.setattr(parallel, "GEMM_MIN_FLOPS", 16)
     arrays = [a.astype(np.float32) for a in _arrays(5, 40, 8)]
     seed = RNG.standard_normal((5, 40, 8)).astype(np.float32)
-    before = parallel.threads()
-
-    def run(threads):
-        parallel.set_threads(threads)
-        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
-        out = _fused(*ts)
-        out.backward(seed)
-        return [out.data] + [t.grad for t in ts]
-
-    try:
-        one, two = run(1), run(2)
-    finally:
-        parallel.set_threads(before)
-    for a, b in zip(one, two):
-        np.testing.assert_array_equal(a, b)
+    assert_same_bits_on_one_thread_and_two(_fused, arrays, seed)
 
 
 def test_multi_head_attention_fuses_plain_causal_self_attention_only():
