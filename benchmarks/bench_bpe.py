@@ -191,7 +191,7 @@ def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, token
     return row + ([rate("batch"), rate("ttb")] if args.batch else [])
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,50", help="corpus sizes in MB for training (default 10,50)")
     ap.add_argument("--vocabs", default="4096,32768", help="vocabulary sizes (default 4096,32768)")
@@ -212,6 +212,52 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.vocabs, args.encode_size, args.repeat, args.encode_repeat = "2", "1024,4096", 2, 1, 1
+    return args
+
+
+def train_section(args, sizes, vocabs, pattern, tokenizers, rustbpe) -> dict:
+    """Print the training table; returns {vocab: our tokenizer trained on code}."""
+    trained: dict[int, Tokenizer] = {}
+    rows = []
+    for kind in args.train_corpora.split(","):
+        for size in sizes:
+            docs = corpus_docs(kind, int(size * MB))
+            for vocab in vocabs:
+                row, tok = train_row(f"{kind} {size:g} MB", docs, vocab, pattern, args, tokenizers, rustbpe)
+                if kind == "code":
+                    trained[vocab] = tok
+                rows.append(row)
+                print(f"  trained {kind} {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
+            del docs
+    print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
+                ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe",
+                 "ours / rustbpe (wall)"], rows)
+    return trained
+
+
+def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) -> None:
+    """Print the encoding table, with our tokenizer of --encode-vocab and cl100k's ranks."""
+    ev = args.encode_vocab or max(vocabs)
+    tok = trained.get(ev) or train_ours(stdlib_docs(int(min(sizes) * MB)), ev, pattern, args.workers)
+    vocabularies = [(f"ours {ev} (code)", tok.mergeable_ranks, tok.special_tokens)]
+    if CL100K.is_file() and pattern == resolve_pattern("gpt4"):
+        from bpe.formats import load_tiktoken_ranks
+
+        vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
+    rows = []
+    for kind in args.encode_corpora.split(","):
+        docs = corpus_docs(kind, int(args.encode_size * MB))
+        for name, ranks, specials in vocabularies:
+            rows.append(encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers))
+            print(f"  encoded {kind} with {name}: {rows[-1]}", file=sys.stderr)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print_table(f"Encoding {args.encode_size:g} MB, one thread: MB/s of wall time (MB/s of CPU time), median of "
+                f"{args.encode_repeat}; cold = fresh tokenizer (empty piece cache); load average now "
+                f"{load[0]:.2f}", ENCODE_HEADER + (["ours batch", "tiktoken batch"] if args.batch else []), rows)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",")]
     vocabs = [int(v) for v in args.vocabs.split(",")]
     pattern = resolve_pattern(args.pattern)
@@ -224,42 +270,9 @@ def main(argv=None) -> int:
           f"{load[2]:.2f}, pattern {args.pattern}; peers: "
           f"tokenizers {getattr(tokenizers, '__version__', 'absent')}, tiktoken {getattr(tiktoken, '__version__', 'absent')}, "
           f"rustbpe {'present' if rustbpe else 'absent'}")
-
-    trained: dict[int, Tokenizer] = {}  # vocab -> ours, trained on code
-    if not args.skip_train:
-        rows = []
-        for kind in args.train_corpora.split(","):
-            for size in sizes:
-                docs = corpus_docs(kind, int(size * MB))
-                for vocab in vocabs:
-                    row, tok = train_row(f"{kind} {size:g} MB", docs, vocab, pattern, args, tokenizers, rustbpe)
-                    if kind == "code":
-                        trained[vocab] = tok
-                    rows.append(row)
-                    print(f"  trained {kind} {size:g} MB vocab {vocab}: {row}", file=sys.stderr)
-                del docs
-        print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
-                    ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe",
-                     "ours / rustbpe (wall)"], rows)
-
+    trained = {} if args.skip_train else train_section(args, sizes, vocabs, pattern, tokenizers, rustbpe)
     if not args.skip_encode:
-        ev = args.encode_vocab or max(vocabs)
-        tok = trained.get(ev) or train_ours(stdlib_docs(int(min(sizes) * MB)), ev, pattern, args.workers)
-        vocabularies = [(f"ours {ev} (code)", tok.mergeable_ranks, tok.special_tokens)]
-        if CL100K.is_file() and pattern == resolve_pattern("gpt4"):
-            from bpe.formats import load_tiktoken_ranks
-
-            vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
-        rows = []
-        for kind in args.encode_corpora.split(","):
-            docs = corpus_docs(kind, int(args.encode_size * MB))
-            for name, ranks, specials in vocabularies:
-                rows.append(encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers))
-                print(f"  encoded {kind} with {name}: {rows[-1]}", file=sys.stderr)
-        load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-        print_table(f"Encoding {args.encode_size:g} MB, one thread: MB/s of wall time (MB/s of CPU time), median of "
-                    f"{args.encode_repeat}; cold = fresh tokenizer (empty piece cache); load average now "
-                    f"{load[0]:.2f}", ENCODE_HEADER + (["ours batch", "tiktoken batch"] if args.batch else []), rows)
+        encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers)
     return 0
 
 

@@ -120,7 +120,39 @@ def allreduce_alone(name: str, ranks: int, mpi: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def print_rows(name: str, cfg: dict, rows: list, results: dict, n_params: int) -> None:
+    """One table line per (ranks, threads) row of a config, tokens/s against the first row."""
+    base = None
+    for ranks, threads in rows:
+        runs = results[(ranks, threads)]
+        tps = statistics.median(r["tokens_per_s"] for r in runs)
+        ms = statistics.median(r["ms_per_step"] for r in runs)
+        ar = statistics.median(r["allreduce_ms"] for r in runs) if ranks > 1 else None
+        if base is None:
+            base = tps
+        label = f"{ranks} x {threads} thread{'s' if threads > 1 else ''}"
+        if ranks > 1:
+            label = f"{ranks} ranks x {threads}"
+        gb = ranks * cfg["batch_size"]
+        print(f"{name:<7} {n_params / 1e6:>7.2f}M {label:<16} {gb:>5} x {cfg['block_size']:<4} "
+              f"{tps:>9,.0f} {ms:>8.1f} {('-' if ar is None else f'{ar:.1f} ms'):>18} "
+              f"{tps / base:>11.2f}x", flush=True)
+
+
+def print_alone(alone: dict) -> None:
+    """The all-reduce timed alone, with its bus bandwidth."""
+    print()
+    print(f"{'config':<7} {'ranks':>5} {'gradients':>10} {'buckets':>7} {'all-reduce alone':>16} "
+          f"{'bus GB/s':>9}")
+    for name, by_ranks in alone.items():
+        for ranks, res in by_ranks.items():
+            # ring all-reduce moves 2 (n-1)/n of the buffer through each rank
+            bus = 2 * (ranks - 1) / ranks * res["bytes"] / (res["ms"] / 1e3) / 1e9
+            print(f"{name:<7} {ranks:>5} {res['bytes'] / 2**20:>8.2f}MB {res['buckets']:>7} "
+                  f"{res['ms']:>13.3f} ms {bus:>9.2f}")
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
@@ -130,28 +162,31 @@ def main() -> None:
     ap.add_argument("--threads-row", action="store_true",
                     help="also time 1 process with as many BLAS threads as the ranks have in all")
     ap.add_argument("--allreduce-worker", metavar="CONFIG", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.allreduce_worker:
         allreduce_worker(args.allreduce_worker, repeats=20)
         return
     mpi = mpiexec()
     if mpi is None:
         print("mpi4py / mpiexec missing (pip install -e '.[dist]'): only 1-process rows", file=sys.stderr)
-    cores = os.cpu_count()
-    print(f"gpt train, data-parallel over MPI ranks; {cores} CPU cores; {args.threads} BLAS thread(s) per "
-          f"process unless said; {args.steps} steps, median of {args.repeats} runs")
+    print(f"gpt train, data-parallel over MPI ranks; {os.cpu_count()} CPU cores; {args.threads} BLAS thread(s) "
+          f"per process unless said; {args.steps} steps, median of {args.repeats} runs")
     header = (f"{'config':<7} {'params':>8} {'processes':<16} {'global batch':>12} {'tokens/s':>9} "
               f"{'ms/step':>8} {'all-reduce in step':>18} {'vs 1 process':>12}")
     print(header)
     print("-" * len(header))
+    from gpt.model.config import GPTConfig
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         alone = {}
         for name in args.configs:
             cfg = CONFIGS[name]
             data = write_data(tmp / f"data-{name}", cfg["vocab"])
-            from gpt.model.config import GPTConfig
-
             n_params = GPTConfig(vocab_size=cfg["vocab"], block_size=cfg["block_size"], n_layer=cfg["n_layer"],
                                  n_head=cfg["n_head"], n_embd=cfg["n_embd"]).count_params()
             rows = [(r, args.threads) for r in args.ranks if r == 1 or mpi is not None]
@@ -163,33 +198,11 @@ def main() -> None:
                     out = tmp / f"{name}-{ranks}-{threads}-{i}"
                     results[(ranks, threads)].append(train_once(cfg, data, out, ranks, threads, args.steps, mpi))
                     shutil.rmtree(out)
-            base = None
-            for ranks, threads in rows:
-                runs = results[(ranks, threads)]
-                tps = statistics.median(r["tokens_per_s"] for r in runs)
-                ms = statistics.median(r["ms_per_step"] for r in runs)
-                ar = statistics.median(r["allreduce_ms"] for r in runs) if ranks > 1 else None
-                if base is None:
-                    base = tps
-                label = f"{ranks} x {threads} thread{'s' if threads > 1 else ''}"
-                if ranks > 1:
-                    label = f"{ranks} ranks x {threads}"
-                gb = ranks * cfg["batch_size"]
-                print(f"{name:<7} {n_params / 1e6:>7.2f}M {label:<16} {gb:>5} x {cfg['block_size']:<4} "
-                      f"{tps:>9,.0f} {ms:>8.1f} {('-' if ar is None else f'{ar:.1f} ms'):>18} "
-                      f"{tps / base:>11.2f}x", flush=True)
+            print_rows(name, cfg, rows, results, n_params)
             if mpi is not None:
                 alone[name] = {r: allreduce_alone(name, r, mpi) for r in args.ranks if r > 1}
         if alone:
-            print()
-            print(f"{'config':<7} {'ranks':>5} {'gradients':>10} {'buckets':>7} {'all-reduce alone':>16} "
-                  f"{'bus GB/s':>9}")
-            for name, by_ranks in alone.items():
-                for ranks, res in by_ranks.items():
-                    # ring all-reduce moves 2 (n-1)/n of the buffer through each rank
-                    bus = 2 * (ranks - 1) / ranks * res["bytes"] / (res["ms"] / 1e3) / 1e9
-                    print(f"{name:<7} {ranks:>5} {res['bytes'] / 2**20:>8.2f}MB {res['buckets']:>7} "
-                          f"{res['ms']:>13.3f} ms {bus:>9.2f}")
+            print_alone(alone)
 
 
 if __name__ == "__main__":

@@ -277,37 +277,23 @@ def fmt_mem(b):
     return "-" if b is None else f"{b / 2**30:.1f}"
 
 
-def main(argv=None) -> int:
-    args = parse(argv)
-    if args.device != "cpu" and not autograd.cuda_available():
-        print("bench_gpu: needs CuPy and an NVIDIA GPU (or --device cpu for a smoke run)")
-        return 0
-    precisions = [p for p in args.precisions.split(",") if p]
-    attentions = [a for a in args.attention.split(",") if a] if args.device != "cpu" else ["matmul"]
-    torch_ok = False
-    if not args.no_torch and args.device != "cpu":
-        try:
-            torch = importlib.import_module("torch")
-            torch_ok = bool(torch.cuda.is_available())
-            print(f"peer: PyTorch {torch.__version__} (eager, SDPA attention, fused AdamW)")
-        except ImportError:
-            print("peer: PyTorch not installed, its rows are left out")
-    if args.device != "cpu":
-        cp = backend.cupy_module()
-        props = cp.cuda.runtime.getDeviceProperties(0)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        print(f"device: {name}, CuPy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}")
-    cfg = model_config(args)
-    B = pick_batch(args)
-    T = args.block_size
-    fpt = flops_per_token(cfg, T)
-    print(f"model: {args.n_layer} layers, d={args.n_embd}, {args.n_head} heads, T={T}, vocab {args.vocab}; "
-          f"batch {B} ({B * T:,} tokens/step); {fpt / 1e9:.4g} GFLOP/token (training)")
-    peaks = measure_peaks(args)
-    print("matmul peak measured here (8192^3): " + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in peaks.items()))
+def torch_peer(args) -> bool:
+    """Whether PyTorch with CUDA can run beside ours (printed)."""
+    if args.no_torch or args.device == "cpu":
+        return False
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        print("peer: PyTorch not installed, its rows are left out")
+        return False
+    print(f"peer: PyTorch {torch.__version__} (eager, SDPA attention, fused AdamW)")
+    return bool(torch.cuda.is_available())
 
-    rows = []
-    torch_tps = {}
+
+def training_rows(args, B: int, precisions: list, attentions: list, torch_ok: bool) -> tuple[list, dict]:
+    """(rows (impl, precision, attention, result or None, note), PyTorch tokens/s by precision)."""
+    T = args.block_size
+    rows, torch_tps = [], {}
     for prec in precisions:
         if torch_ok:
             if left(args) < 20:
@@ -329,7 +315,10 @@ def main(argv=None) -> int:
                 rows.append(("ours", prec, att, None, f"failed: {type(exc).__name__}: {exc}"[:120]))
                 free_gpu(args.device)
         sys.stdout.flush()
+    return rows, torch_tps
 
+
+def print_training(args, rows: list, torch_tps: dict, B: int, fpt: float, peaks: dict) -> None:
     print()
     print(f"| stack | precision | attention | ms/step (median of {args.steps}) | tokens/s | MFU | peak mem GiB "
           f"| activations GiB | loss after | x PyTorch |")
@@ -339,12 +328,14 @@ def main(argv=None) -> int:
             print(f"| {impl} | {prec} | {att} | {note} | | | | | | |")
             continue
         med = statistics.median(r["times"])
-        tps = B * T / med
+        tps = B * args.block_size / med
         mfu = fpt * tps / peaks[prec]
         ratio = f"{tps / torch_tps[prec]:.2f}" if prec in torch_tps and impl == "ours" else "-"
         print(f"| {impl} | {prec} | {att} | {med * 1e3:.0f} | {tps:,.0f} | {mfu:.1%} | {fmt_mem(r['mem'])} "
               f"| {fmt_mem(r['act'])} | {r['loss']:.3f} | {ratio} |")
 
+
+def print_sampling(args) -> None:
     print()
     print("sampling (KV cache, greedy, 16-token prompt, float32, TF32 off):")
     print("| batch | new tokens | tokens/s | ms/token step |")
@@ -358,6 +349,32 @@ def main(argv=None) -> int:
             print(f"| {sb} | {s['n']} | {s['tokens_s']:,.0f} | {s['ms_token']:.1f} |")
         except Exception as exc:  # noqa: BLE001
             print(f"| {sb} | - | failed: {type(exc).__name__}: {str(exc)[:80]} | |")
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.device != "cpu" and not autograd.cuda_available():
+        print("bench_gpu: needs CuPy and an NVIDIA GPU (or --device cpu for a smoke run)")
+        return 0
+    precisions = [p for p in args.precisions.split(",") if p]
+    attentions = [a for a in args.attention.split(",") if a] if args.device != "cpu" else ["matmul"]
+    torch_ok = torch_peer(args)
+    if args.device != "cpu":
+        cp = backend.cupy_module()
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        print(f"device: {name}, CuPy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}")
+    cfg = model_config(args)
+    B = pick_batch(args)
+    T = args.block_size
+    fpt = flops_per_token(cfg, T)
+    print(f"model: {args.n_layer} layers, d={args.n_embd}, {args.n_head} heads, T={T}, vocab {args.vocab}; "
+          f"batch {B} ({B * T:,} tokens/step); {fpt / 1e9:.4g} GFLOP/token (training)")
+    peaks = measure_peaks(args)
+    print("matmul peak measured here (8192^3): " + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in peaks.items()))
+    rows, torch_tps = training_rows(args, B, precisions, attentions, torch_ok)
+    print_training(args, rows, torch_tps, B, fpt, peaks)
+    print_sampling(args)
     print(f"\nbench_gpu: {time.perf_counter() - T0:.0f} s in all")
     return 0
 
