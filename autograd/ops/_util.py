@@ -99,3 +99,11 @@ def shape_of_args(shape: tuple, op: str) -> tuple:
         return tuple(int(n) for n in shape)
     except (TypeError, ValueError):
         raise TypeError(f"{op}: shape must be ints, got {shape!r}") from None
+
+
+def host_floats(*arrays) -> bool:
+    """Whether the arrays are NumPy float32 or float64 arrays of one dtype: what the fused CPU
+    sublayers (ops/mlp.py, ops/self_attention.py) take."""
+    dtype = arrays[0].dtype
+    return (all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
+            and dtype in (np.float32, np.float64))

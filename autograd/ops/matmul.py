@@ -119,24 +119,25 @@ class Linear(Function):
         return linear_array(x, w, bias[0] if bias else None)
 
     def backward(self, g):
-        x, w = self.x, self.w
-        need = self.needs_input_grad
-        gx = _rows_times(g, w.T) if need[0] else None                          # (..., K)
-        # A leaf's gradient is read only after the whole backward (by the engine's last pass, the
-        # optimizer): its products are deferred to the pool's workers, overlapping the rest of
-        # the backward, instead of each being split across the threads in turn.
-        later = type(g) is np.ndarray and leaf_parent(self, 1)
-        if need[1]:
-            rows_x, rows_g = _flat_rows(x).T, _flat_rows(g)                     # (K, rows), (rows, N)
-            gw = _deferred_mm(rows_x, rows_g) if later else _mm(rows_x, rows_g)  # (K, N)
-        else:
-            gw = None
-        if not self.has_bias:
-            return gx, gw
-        gb = None
-        if need[2]:                                                             # (N,)
-            gb = _parallel.deferred_row_sum(_flat_rows(g)) if later else _flat_rows(g).sum(axis=0)
-        return gx, gw, gb
+        gx = _rows_times(g, self.w.T) if self.needs_input_grad[0] else None      # (..., K)
+        return (gx, *weight_grads(self, 1, _flat_rows(self.x), _flat_rows(g), self.has_bias))
+
+
+def weight_grads(node, i: int, rows_x, rows_g, has_bias: bool) -> list:
+    """[dw] or, with has_bias, [dw, db] of a linear map inside `node`: its weight (K, N) is input
+    i, its bias (N,) input i + 1, its input rows rows_x (rows, K) and their output's gradient
+    rows_g (rows, N); None where not needed. A leaf's gradient is read only after the whole
+    backward (by the engine's last pass, the optimizer): on NumPy its products are deferred to the
+    pool's workers, overlapping the rest of the backward, instead of each being split across the
+    threads in turn."""
+    need, host = node.needs_input_grad, type(rows_g) is np.ndarray
+    out = [None] * (1 + has_bias)
+    if need[i]:
+        out[0] = (_deferred_mm if host and leaf_parent(node, i) else _mm)(rows_x.T, rows_g)   # (K, N)
+    if has_bias and need[i + 1]:
+        out[1] = (_parallel.deferred_row_sum(rows_g) if host and leaf_parent(node, i + 1)
+                  else rows_g.sum(axis=0))                                                    # (N,)
+    return out
 
 
 def leaf_parent(node, i: int) -> bool:

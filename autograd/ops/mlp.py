@@ -19,8 +19,9 @@ import numpy as np
 
 from autograd import parallel
 from autograd.function import Function
+from autograd.ops._util import host_floats
 from autograd.ops.activation import _gelu_tanh_backward, _gelu_tanh_forward
-from autograd.ops.matmul import leaf_parent
+from autograd.ops.matmul import weight_grads
 
 BLOCK_ELEMENTS = 1 << 18   # about this many hidden values per block (fewer rows: slower products)
 MIN_ROWS = 64
@@ -35,8 +36,7 @@ def block_rows(N: int, H: int) -> int:
 
 def applies(x, w1, w2) -> bool:
     """Whether the fused op runs: NumPy float arrays of one dtype (float32 or float64)."""
-    return (type(x) is np.ndarray and type(w1) is np.ndarray and type(w2) is np.ndarray
-            and x.dtype in (np.float32, np.float64) and x.dtype == w1.dtype == w2.dtype and x.ndim >= 1)
+    return host_floats(x, w1, w2) and x.ndim >= 1
 
 
 class GeluMLP(Function):
@@ -84,25 +84,9 @@ class GeluMLP(Function):
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
         grads = [None if dx is None else dx.reshape(self.x_shape)]
-        grads += self._param_grads(x2, h, du, g2)
+        grads += weight_grads(self, 1, x2, du, self.has_b1)
+        grads += weight_grads(self, 2 + self.has_b1, h, g2, self.has_b2)
         return tuple(grads)
-
-    def _param_grads(self, x2, h, du, g2) -> list:
-        """[dw1, db1?, dw2, db2?] in the inputs' order (None where not needed)."""
-        specs = [("w", x2, du)] + ([("b", du)] if self.has_b1 else [])
-        specs += [("w", h, g2)] + ([("b", g2)] if self.has_b2 else [])
-        out = []
-        for i, spec in enumerate(specs, start=1):
-            if not self.needs_input_grad[i]:
-                out.append(None)
-                continue
-            later = leaf_parent(self, i)   # a leaf's gradient is read only after backward
-            if spec[0] == "w":
-                a, b = spec[1].T, spec[2]
-                out.append(parallel.deferred_matmul(a, b) if later else parallel.matmul(a, b))
-            else:
-                out.append(parallel.deferred_row_sum(spec[1]) if later else spec[1].sum(axis=0))
-        return out
 
 
 def gelu_mlp(x, w1, b1, w2, b2):

@@ -26,15 +26,14 @@ import numpy as np
 from autograd import parallel
 from autograd.function import Function
 from autograd.ops import causal_attention as _ca
+from autograd.ops._util import host_floats
 from autograd.ops.attention import entries_per_task
-from autograd.ops.matmul import leaf_parent
+from autograd.ops.matmul import weight_grads
 
 
 def applies(x, w_qkv, w_out) -> bool:
     """Whether the fused op runs: NumPy float32/float64 arrays of one dtype, x (B, T, C)."""
-    return (type(x) is np.ndarray and type(w_qkv) is np.ndarray and type(w_out) is np.ndarray
-            and x.dtype in (np.float32, np.float64) and x.dtype == w_qkv.dtype == w_out.dtype
-            and x.ndim == 3)
+    return host_floats(x, w_qkv, w_out) and x.ndim == 3
 
 
 def _heads(rows, n: int, H: int, parts: int = 1, part: int = 0):
@@ -92,21 +91,9 @@ class CausalSelfAttention(Function):
 
         parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
         grads = [None if dx is None else dx.reshape(B, T, C)]
-        return tuple(grads + self._param_grads(dqkv, g2))
-
-    def _param_grads(self, dqkv, g2) -> list:
-        """[dw_qkv, db_qkv?, dw_out, db_out?] in the inputs' order (None where not needed)."""
-        specs = [(self.x2, dqkv)] + ([(None, dqkv)] if self.has_b_qkv else [])
-        specs += [(self.y, g2)] + ([(None, g2)] if self.has_b_out else [])
-        out = []
-        for i, (a, gr) in enumerate(specs, start=1):
-            if not self.needs_input_grad[i]:
-                out.append(None)
-            elif a is None:
-                out.append(parallel.deferred_row_sum(gr) if leaf_parent(self, i) else gr.sum(axis=0))
-            else:
-                out.append(parallel.deferred_matmul(a.T, gr) if leaf_parent(self, i) else parallel.matmul(a.T, gr))
-        return out
+        grads += weight_grads(self, 1, self.x2, dqkv, self.has_b_qkv)
+        grads += weight_grads(self, 2 + self.has_b_qkv, y, g2, self.has_b_out)
+        return tuple(grads)
 
 
 def causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, n_head: int):
