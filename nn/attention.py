@@ -209,8 +209,8 @@ class MultiHeadAttention(Module):
         c, o = self.c_attn, self.c_proj
         if c._forward_hooks or o._forward_hooks:
             return False
-        biases = [b.dtype for b in (c.bias, o.bias) if b is not None]
-        return self_attention.applies(x.data, c.weight.data, o.weight.data) and all(d == x.dtype for d in biases)
+        params = [p.data for p in (c.weight, c.bias, o.weight, o.bias) if p is not None]
+        return self_attention.applies(x.data, *params)
 
     def _repeat_kv(self, a: Tensor) -> Tensor:
         """(B, Hkv, L, hs) -> (B, H, L, hs): key/value head j serves query heads j*g..j*g+g-1

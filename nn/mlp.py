@@ -35,10 +35,10 @@ class MLP(Module):
         act, fc, proj = self.act, self.c_fc, self.c_proj
         if not (isinstance(act, GELU) and act.approximate == "tanh" and x.shape[-1:] == (fc.in_features,)):
             return False
-        if fc._forward_hooks or act._forward_hooks or proj._forward_hooks:
+        if any(m._forward_hooks for m in (fc, act, proj)):
             return False
-        biases = [b.dtype for b in (fc.bias, proj.bias) if b is not None]
-        return mlp_op.applies(x.data, fc.weight.data, proj.weight.data) and all(d == x.dtype for d in biases)
+        params = [p.data for p in (fc.weight, fc.bias, proj.weight, proj.bias) if p is not None]
+        return mlp_op.applies(x.data, *params)
 
     def step(self, x):
         """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""

@@ -34,9 +34,10 @@ def block_rows(N: int, H: int) -> int:
     return max(MIN_ROWS, -(-N // blocks))
 
 
-def applies(x, w1, w2) -> bool:
-    """Whether the fused op runs: NumPy float arrays of one dtype (float32 or float64)."""
-    return host_floats(x, w1, w2) and x.ndim >= 1
+def applies(x, *params) -> bool:
+    """Whether the fused op runs: x and the weight and bias arrays NumPy float32 or float64 of
+    one dtype."""
+    return host_floats(x, *params) and x.ndim >= 1
 
 
 class GeluMLP(Function):

@@ -31,9 +31,10 @@ from autograd.ops.attention import entries_per_task
 from autograd.ops.matmul import weight_grads
 
 
-def applies(x, w_qkv, w_out) -> bool:
-    """Whether the fused op runs: NumPy float32/float64 arrays of one dtype, x (B, T, C)."""
-    return host_floats(x, w_qkv, w_out) and x.ndim == 3
+def applies(x, *params) -> bool:
+    """Whether the fused op runs: x (B, T, C) and the weight and bias arrays NumPy float32 or
+    float64 of one dtype."""
+    return host_floats(x, *params) and x.ndim == 3
 
 
 def _heads(rows, n: int, H: int, parts: int = 1, part: int = 0):
