@@ -60,70 +60,59 @@ def before_decoder(rev: str, model: GPT):
     return mod.FastDecoder(model).step
 
 
-def ours(model: GPT, batch: int):
-    """(new_caches, step(tokens, caches, pos)) of GPT.step."""
-    cfg = model.config
-    return (lambda: [nn.KVCache(batch, cfg.n_head, cfg.block_size, cfg.head_dim) for _ in range(cfg.n_layer)],
-            model.step)
-
-
 def decoders(model: GPT, batch: int, rev: str) -> dict:
-    """name -> run(tokens (steps, B)) -> (seconds, logits of the first step)."""
-    new_caches, step = ours(model, batch)
+    """name -> fresh(): a new step(tokens (B,), pos) -> logits with empty caches of its own."""
+    cfg = model.config
 
-    def cached(step_fn):
-        def run(tokens):
-            caches = new_caches()
-            for p in range(PREFILL):                       # the prefill, untimed
-                step_fn(tokens[p], caches, p)
-            t0 = time.perf_counter()
-            first = step_fn(tokens[PREFILL], caches, PREFILL)
-            for p in range(PREFILL + 1, len(tokens)):
-                step_fn(tokens[p], caches, p)
-            return time.perf_counter() - t0, np.asarray(first)
-        return run
+    def caches():
+        return [nn.KVCache(batch, cfg.n_head, cfg.block_size, cfg.head_dim) for _ in range(cfg.n_layer)]
 
-    out = {"ours": cached(step)}
+    def with_caches(step):
+        def fresh():
+            c = caches()
+            return lambda tokens, pos: step(tokens, c, pos)
+        return fresh
+
+    out = {"ours": with_caches(model.step)}
     old = before_decoder(rev, model)
     if old is not None:
-        out["before"] = cached(old)
+        out["before"] = with_caches(old)
     try:
         import torch
     except ImportError:
-        torch = None
-    if torch is not None:
-        from _torch_decode import torch_decoder
+        return out
+    from _torch_decode import torch_decoder
 
-        torch.set_num_threads(int(os.environ.get("GPT_THREADS", "0")) or torch.get_num_threads())
-        tstep = None
-
-        def run_torch(tokens):
-            nonlocal tstep
-            tstep = torch_decoder(torch, model, batch)     # fresh caches
-            for p in range(PREFILL):
-                tstep(tokens[p], p)
-            t0 = time.perf_counter()
-            first = tstep(tokens[PREFILL], PREFILL)
-            for p in range(PREFILL + 1, len(tokens)):
-                tstep(tokens[p], p)
-            return time.perf_counter() - t0, first
-        out["torch"] = run_torch
+    torch.set_num_threads(int(os.environ.get("GPT_THREADS", "0")) or torch.get_num_threads())
+    out["torch"] = lambda: torch_decoder(torch, model, batch)
     return out
+
+
+def run(fresh, tokens) -> tuple[float, np.ndarray]:
+    """(seconds for the steps after the untimed prefill, logits of the first timed step)."""
+    step = fresh()
+    for p in range(PREFILL):
+        step(tokens[p], p)
+    t0 = time.perf_counter()
+    first = np.asarray(step(tokens[PREFILL], PREFILL))
+    for p in range(PREFILL + 1, len(tokens)):
+        step(tokens[p], p)
+    return time.perf_counter() - t0, first
 
 
 def bench(model: GPT, batch: int, steps: int, rounds: int, rev: str) -> dict:
     tokens = np.random.default_rng(batch).integers(0, model.config.vocab_size, (PREFILL + steps, batch))
     runs = decoders(model, batch, rev)
-    ref = runs["ours"](tokens[:PREFILL + 2])[1]
-    for name, run in runs.items():
-        got = run(tokens[:PREFILL + 2])[1]
+    ref = run(runs["ours"], tokens[:PREFILL + 2])[1]
+    for name, fresh in runs.items():
+        got = run(fresh, tokens[:PREFILL + 2])[1]
         if not np.allclose(got, ref, rtol=1e-4, atol=1e-4):
             raise SystemExit(f"{name}: logits differ from GPT.step's by {np.abs(got - ref).max():.2e}")
     times = {name: [] for name in runs}
     names = list(runs)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
-            times[name].append(runs[name](tokens)[0] / steps)
+            times[name].append(run(runs[name], tokens)[0] / steps)
     return times
 
 
