@@ -78,21 +78,22 @@ class KVCache:
 
     def write(self, k: Any, v: Any) -> tuple[Any, Any]:
         """append on raw arrays: k, v (batch, n_head, t, head_dim) -> views of every cached position."""
-        if k.ndim != 4 or k.shape != v.shape or k.shape[:2] + k.shape[3:] != self._row_shape:
+        ks = k.shape
+        if len(ks) != 4 or ks != v.shape or (ks[0], ks[1], ks[3]) != self._row_shape:
             raise ValueError(
                 f"KVCache.append: k and v must both be (batch={self.batch}, n_head={self.n_head}, t, "
                 f"head_dim={self.head_dim}), got {tuple(k.shape)} and {tuple(v.shape)}"
             )
-        t = k.shape[2]
-        if self.length + t > self.max_len:
+        start = self.length
+        end = start + ks[2]
+        if end > self.max_len:
             raise ValueError(
-                f"KVCache full: {self.length} cached + {t} new positions exceed max_len={self.max_len}"
+                f"KVCache full: {start} cached + {ks[2]} new positions exceed max_len={self.max_len}"
             )
         if type(k) is not type(self.k):                    # NumPy into a GPU cache, or back
             k, v = to_device(k, self.device), to_device(v, self.device)
-        end = self.length + t
-        self.k[:, :, self.length:end] = k  # in place into the preallocated buffer
-        self.v[:, :, self.length:end] = v
+        self.k[:, :, start:end] = k  # in place into the preallocated buffer
+        self.v[:, :, start:end] = v
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
@@ -193,10 +194,11 @@ class MultiHeadAttention(Module):
         if self.rope is not None:
             q, k = self.rope.step(q, k, pos)
         k, v = kv_cache.write(k, v)                              # (B, Hkv, pos + 1, hs) views
-        # the H / Hkv query heads of a group are that many queries of one kv head (a single new
-        # position sees every cached key, so no mask), which reads the cache without repeating it
-        q = q.reshape(B, Hkv, H // Hkv, hs)                      # (B, Hkv, g, hs)
-        y = arrays.attention(q, k, v, causal=False)              # (B, Hkv, g, hs)
+        if Hkv != H:
+            # the H / Hkv query heads of a group are that many queries of one kv head (a single
+            # new position sees every cached key, so no mask): the cache is read without repeats
+            q = q.reshape(B, Hkv, H // Hkv, hs)                  # (B, Hkv, g, hs)
+        y = arrays.attention(q, k, v, causal=False)              # (B, Hkv, H / Hkv, hs)
         return self.c_proj.step(y.reshape(B, C))                 # heads side by side
 
     def _fused(self, x: Tensor, attn_mask: Any) -> bool:

@@ -44,10 +44,13 @@ def _host_causal_mask(Tq: int, Tk: int):
     return m
 
 
-def _blocks(q) -> bool:
+def _blocks(q, k) -> bool:
     """Whether attention without dropout or an extra mask runs as blocks of the batch on the
-    thread pool (each block is then independent): NumPy arrays with a batch axis to split."""
-    return type(q) is np.ndarray and q.ndim > 2 and q.shape[0] > 1
+    thread pool (each block is then independent): NumPy arrays with a batch axis to split and
+    enough scores for the pool to take them (a decode step's few never are: the blocks would
+    only add their bookkeeping)."""
+    return (type(q) is np.ndarray and q.ndim > 2 and q.shape[0] > 1
+            and q.size // q.shape[-1] * k.shape[-2] >= parallel.MIN_PARALLEL)
 
 
 TASK_SCORES = 3 << 14   # scores per pool task: fewer make the per-call overhead of small heads count
@@ -87,7 +90,7 @@ def attention_array(q, k, v, causal: bool = True, scale: float | None = None):
     v (B, H, Tk, hv) -> (out (B, H, Tq, hv), P (B, H, Tq, Tk)). The op's forward in that case,
     and a layer's no-graph decode step (nn/arrays.py)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if _blocks(q):
+    if _blocks(q, k):
         return _attention_blocks(q, k, v, causal, scale)
     p = _probabilities(q, k, causal, None, scale)
     return xp_of(q).matmul(p, v), p

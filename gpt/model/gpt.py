@@ -27,6 +27,15 @@ from gpt.model.block import Block, make_norm
 from gpt.model.config import GPTConfig
 
 
+def _id_range(ids) -> tuple[int, int]:
+    """(min, max) of an integer array; a decode step's few host ids through a list, which costs
+    less than two NumPy reductions."""
+    if type(ids) is np.ndarray and ids.size <= 64:
+        flat = ids.ravel().tolist()
+        return min(flat), max(flat)
+    return int(ids.min()), int(ids.max())
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -140,12 +149,14 @@ class GPT(nn.Module):
         if ids.dtype.kind not in "iu":
             raise TypeError(f"expected {what} to hold integer token ids, got dtype {ids.dtype}")
         if ids.size and not checked:
-            V, lo, hi = self.config.vocab_size, int(ids.min()), int(ids.max())
+            V, lo, hi = self.config.vocab_size, *_id_range(ids)
             # Negative targets are cross_entropy's ignore_index; negative inputs are errors.
             bad = hi if hi >= V else (lo if lo < 0 and what == "idx" else None)
             if bad is not None:
                 where = "token id {} in idx" if what == "idx" else "target id {}"
                 raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")
+        if type(ids) is np.ndarray and type(self.transformer.wte.weight.data) is np.ndarray:
+            return ids                                           # on the host already
         return backend.to_device(ids, self.device)
 
     def _check_idx(self, idx: Any, pos_offset: int, ids_checked: bool = False):
