@@ -1,31 +1,36 @@
 """Byte-pair merging of many pieces at once, in NumPy, with tiktoken's result for each piece.
 
-``PairTable(ranks)`` holds every way of cutting a token into two tokens: the key ``left_id *
-width + right_id`` and the rank of the whole token, in a hash table that NumPy reads for a whole
-array of pairs at once. Those are exactly the pairs that rank-ordered merging can join: the parts
-of a piece are always tokens, and two neighbours are joined when their concatenation is a token.
-The cuts are found in NumPy too (tokens of up to 16 bytes as two 64-bit words: a prefix is a
-mask, a suffix a shift), so building the table of a 100k vocabulary takes about 0.1 s.
+``TokenTable(ranks)`` finds the rank of the token that a span of bytes spells, for a whole array of
+spans at once: a token of up to 16 bytes is its bytes as two 64-bit words and its length, kept in a
+hash table that NumPy reads; a span's words are read from the piece bytes directly (a big-endian
+word starts at every byte), so comparing them with the token's is exact. The rare longer spans are
+looked up in ``ranks`` itself. Building the table hashes each token once (about 20 ms for a 100k
+vocabulary), so batch merging pays from a few thousand new pieces.
 
 ``merge_pieces(table, data, starts)`` runs ``bytepair.merge_small`` on all pieces together: in
 each round every piece that still holds a joinable pair joins its lowest-rank pair (the leftmost
 of equal ranks), which is the step tiktoken takes next on that piece; a piece is finished when
-it holds none. A round is a few array operations over the pieces still merging, so the
-interpreter's cost of a round is shared by all of them.
+it holds none. The parts of a piece are spans of its bytes, and two neighbours can be joined
+exactly when the span they cover together is a token. A round is a few array operations over the
+pieces still merging, so the interpreter's cost of a round is shared by all of them.
 """
 from __future__ import annotations
 
-from itertools import compress, repeat
+from itertools import repeat
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
 _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of key * _MUL pick the place
 _LOW32 = (1 << 32) - 1
 _INF_KEY = INF << 32
-_SHORT = 16  # bytes: tokens up to this long are cut into two in NumPy, as two 64-bit words each
-_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_SHORT = 16  # bytes: tokens and spans up to this long are compared as two 64-bit words in NumPy
+_ONES = 0xFFFFFFFFFFFFFFFF
+# The masks that keep the first L bytes (0..16) of a span's two big-endian words.
+_HI_MASK = np.array([_ONES ^ (_ONES >> 8 * min(k, 8)) for k in range(_SHORT + 1)], dtype=np.uint64)
+_LO_MASK = np.array([_ONES ^ (_ONES >> 8 * max(k - 8, 0)) for k in range(_SHORT + 1)], dtype=np.uint64)
 
 
 class _Buckets:
@@ -69,28 +74,10 @@ class _Buckets:
 
 def _words(toks: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tokens of at most _SHORT bytes as (first 8 bytes, next 8 bytes, length): uint64, uint64,
-    int64, each (N,); the bytes zero-padded and read big-endian, so a prefix is a mask and a
-    suffix a shift."""
+    int64, each (N,); the bytes zero-padded and read big-endian, as a span's words are."""
     w = np.frombuffer(b"".join(map(bytes.ljust, toks, repeat(_SHORT), repeat(b"\0"))), dtype=">u8")
     w = w.astype(np.uint64).reshape(-1, 2)
     return w[:, 0].copy(), w[:, 1].copy(), np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
-
-
-def _head(hi: np.ndarray, lo: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``k`` (1..15) bytes of each 16-byte string, zero-padded."""
-    if k <= 8:
-        return hi & (_ONES << np.uint64(64 - 8 * k)), np.zeros_like(lo)
-    return hi, lo & (_ONES << np.uint64(128 - 8 * k))
-
-
-def _tail(hi: np.ndarray, lo: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each 16-byte string without its first ``k`` (1..15) bytes, zero-padded."""
-    if k < 8:
-        s = np.uint64(8 * k)
-        return hi << s | lo >> np.uint64(64 - 8 * k), lo << s
-    if k == 8:
-        return lo.copy(), np.zeros_like(lo)
-    return lo << np.uint64(8 * k - 64), np.zeros_like(lo)
 
 
 def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -98,72 +85,55 @@ def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
     return (hi * _MUL ^ lo).view(np.int64) ^ size
 
 
-def _cuts(ranks: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(left ids, right ids, ranks of the whole), int64, of every cut of a token into two tokens:
-    in NumPy for the tokens of at most _SHORT bytes, by dict lookups for the few longer ones."""
-    toks = list(ranks)
-    ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(toks))
-    size = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
-    short = size <= _SHORT
-    hi, lo, n = _words(list(compress(toks, short.tolist())))
-    ids_s = ids[short]
-    by_len = np.argsort(-n, kind="stable")  # longest first: the tokens longer than k are a prefix
-    hi, lo, n, ids_s = hi[by_len], lo[by_len], n[by_len], ids_s[by_len]
-    mixed = _mix(hi, lo, n)
-    if np.unique(mixed).size < mixed.size:  # two tokens share a hash: cut them all by lookups
-        short[:] = False
-        hi, lo, n, mixed = hi[:0], lo[:0], n[:0], mixed[:0]
-    table = _Buckets(mixed)
-
-    def find(h, l, m):
-        got = table.find(_mix(h, l, m))
-        g = np.maximum(got, 0)
-        same = (got >= 0) & (hi[g] == h) & (lo[g] == l) & (n[g] == m)  # the hash could be another string's
-        return np.where(same, ids_s[g], _EMPTY)
-
-    cuts = []
-    for k in range(1, int(n[0]) if n.size else 1):
-        m = int(np.searchsorted(-n, -k))  # [:m]: longer than k bytes
-        left = find(*_head(hi[:m], lo[:m], k), np.full(m, k))
-        right = find(*_tail(hi[:m], lo[:m], k), n[:m] - k)
-        ok = (left != _EMPTY) & (right != _EMPTY)
-        cuts.append((left[ok], right[ok], ids_s[:m][ok]))
-    get = ranks.get
-    long = [(get(b[:k]), get(b[k:]), ranks[b]) for b in compress(toks, (~short).tolist()) for k in range(1, len(b))]
-    long = [c for c in long if c[0] is not None and c[1] is not None]
-    cuts.append(tuple(np.array([c[i] for c in long], dtype=np.int64) for i in range(3)))
-    return tuple(np.concatenate(x) for x in zip(*cuts))
-
-
-class PairTable:
-    """(left_id, right_id) -> rank of the token they spell, for arrays of pairs.
+class TokenTable:
+    """The rank of the token each span of a buffer spells, for arrays of spans.
 
     ``byte_id`` (int64, (256,)) is each byte's id, ``byte_pair`` (int64, (65536,)) the rank of each
-    two-byte token by ``first * 256 + second`` (INF where none); ``lookup`` covers every cut of
-    every token into two tokens, keyed ``left * width + right``.
+    two-byte token by ``first * 256 + second`` (INF where none). Raises ValueError when the ids do
+    not fit the packed keys of a round, or two tokens' hashes collide (then merge one by one).
     """
 
     def __init__(self, ranks: dict[bytes, int]):
-        self.width = max(ranks.values()) + 1
-        if self.width >= INF or self.width * self.width >= 1 << 62:
-            raise ValueError(f"ids up to {self.width - 1} do not fit the packed keys of the NumPy merge")
+        if max(ranks.values()) >= INF:
+            raise ValueError(f"ids up to {max(ranks.values())} do not fit the packed keys of the NumPy merge")
+        self.ranks = ranks
         self.byte_id = np.array([ranks[bytes([i])] for i in range(256)], dtype=np.int64)
         self.byte_pair = np.full(1 << 16, INF, dtype=np.int64)
         for b, r in ranks.items():
             if len(b) == 2:
                 self.byte_pair[b[0] << 8 | b[1]] = r
-        left, right, whole = _cuts(ranks)
-        self.keys = left * self.width + right
-        self.vals = np.append(whole, INF)  # vals[-1]: what a key that is not there finds
-        self._table = _Buckets(self.keys)
+        short = [b for b in ranks if len(b) <= _SHORT]
+        self.hi, self.lo, self.size = _words(short)
+        self.rank = np.fromiter(map(ranks.__getitem__, short), dtype=np.int64, count=len(short))
+        mixed = _mix(self.hi, self.lo, self.size)
+        if np.unique(mixed).size < mixed.size:
+            raise ValueError("two tokens share a hash")
+        self._table = _Buckets(mixed)
 
-    def lookup(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Ranks (int64, like ``left``) of the tokens ``left[i] + right[i]`` spell, INF where none."""
-        key = left * self.width + right
-        return self.vals[self._table.find(key)]
+    def spans(self, data: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Ranks (int64, like ``start``) of the tokens ``data[start[i]:end[i]]`` spell, INF where none.
+        ``words`` (uint64, (len(data) + 9,)) is ``span_words(data)``."""
+        size = end - start
+        k = np.minimum(size, _SHORT)
+        hi = words[start] & _HI_MASK[k]
+        lo = words[start + 8] & _LO_MASK[k]
+        at = self._table.find(_mix(hi, lo, k))
+        g = np.maximum(at, 0)
+        hit = (at >= 0) & (self.hi[g] == hi) & (self.lo[g] == lo) & (self.size[g] == size)
+        out = np.where(hit, self.rank[g], INF)
+        for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
+            out[i] = self.ranks.get(data[start[i]:end[i]], INF)
+        return out
 
 
-def merge_pieces(table: PairTable, data: np.ndarray, starts: np.ndarray
+def span_words(data: np.ndarray) -> np.ndarray:
+    """The big-endian 64-bit word starting at each byte of ``data`` (uint8, (n,)), zero-padded:
+    uint64, (n + 9,), so that the words at ``i`` and ``i + 8`` hold any span starting at ``i < n``."""
+    padded = np.concatenate([data, np.zeros(_SHORT, dtype=np.uint8)])
+    return np.ascontiguousarray(sliding_window_view(padded, 8)).view(">u8").ravel().astype(np.uint64)
+
+
+def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of many pieces: piece i is ``data[starts[i]:starts[i + 1]]`` (``data``: uint8, (n,);
     ``starts``: int64, (P + 1,), increasing, so no piece is empty). The pieces should come longest
@@ -174,53 +144,52 @@ def merge_pieces(table: PairTable, data: np.ndarray, starts: np.ndarray
     pieces end to end (int64, (sum(counts),)); each piece's ids are ``merge_small``'s.
     """
     n = data.size
-    data = data.astype(np.int64)
+    raw, words = data.tobytes(), span_words(data)
+    d = data.astype(np.int64)
     place = np.arange(n, dtype=np.int64)
-    last = starts[1:] - 1
-    # Parts keep their place in these arrays; a part absorbed by its left neighbour leaves a
-    # hole. key[e] = rank of joining part e with the next one << 32 | e, so the minimum over a
-    # piece is its lowest rank, leftmost first; a hole or a piece's last part has rank INF.
-    tok = table.byte_id[data]
+    # A part is a span [p, nxt[p]) of its piece, kept at its first byte p; a part absorbed by its
+    # left neighbour leaves a hole. key[p] = rank of joining part p with the next one << 32 | p, so
+    # the minimum over a piece is its lowest rank, leftmost first; a hole or a piece's last part
+    # has rank INF.
+    tok = table.byte_id[d]
+    end = np.repeat(starts[1:], np.diff(starts))  # where the piece holding each byte ends
     key = np.empty(n, dtype=np.int64)
-    key[:-1] = table.byte_pair[data[:-1] << 8 | data[1:]] << 32 | place[:-1]
+    key[:-1] = table.byte_pair[d[:-1] << 8 | d[1:]] << 32 | place[:-1]
+    last = starts[1:] - 1
     key[last] = _INF_KEY | last
-    nxt = place + 1  # the next part of the piece, -1 after its last
-    nxt[last] = -1
-    prv = place - 1  # the part before, -1 before its first
+    nxt = place + 1
+    prv = place - 1  # the part before, -1 before a piece's first
     prv[starts[:-1]] = -1
     alive = np.ones(n, dtype=bool)
     seg = starts[:-1]
     live_end = seg.size  # pieces past this one are finished
     while live_end:
-        stop = starts[live_end]
-        best = np.minimum.reduceat(key[:stop], seg[:live_end])
+        best = np.minimum.reduceat(key[:starts[live_end]], seg[:live_end])
         rank = best >> 32
         live = np.flatnonzero(rank != INF)
         if not live.size:
             break
         live_end = int(live[-1]) + 1
         at = best[live] & _LOW32
-        _join(table, rank[live], at, tok, key, nxt, prv)
-        alive[nxt[at]] = False
-        nxt[at] = nxt[nxt[at]]
+        gone = nxt[at]
+        alive[gone] = False
+        key[gone] = _INF_KEY | gone
+        tok[at] = rank[live]
+        _relink(table, raw, words, at, nxt[gone], end, key, nxt, prv)
     counts = np.add.reduceat(alive, starts[:-1]).astype(np.int64) if seg.size else np.zeros(0, np.int64)
     return counts, tok[alive]
 
 
-def _join(table: PairTable, rank, at, tok, key, nxt, prv) -> None:
-    """Join each part ``at`` with the next one (``nxt[at]``) into token ``rank``, in place: the
-    new part's rank with its neighbours on both sides is looked up (the caller unlinks ``nxt[at]``)."""
-    gone = nxt[at]
-    after = nxt[gone]
+def _relink(table: TokenTable, raw: bytes, words: np.ndarray, at, stop, end, key, nxt, prv) -> None:
+    """Part ``at`` now spans ``[at, stop)``: link it to the part after it and look up its rank
+    with its neighbours on both sides, in place."""
+    nxt[at] = stop
+    right = stop < end[at]
+    a_r, s_r = at[right], stop[right]
+    prv[s_r] = a_r
     before = prv[at]
-    tok[at] = rank
-    key[gone] = _INF_KEY | gone
-    right = after >= 0
-    left = before >= 0
-    a_r, after = at[right], after[right]
-    prv[after] = a_r
-    b_l = before[left]
-    new = table.lookup(np.concatenate([rank[right], tok[b_l]]), np.concatenate([tok[after], rank[left]]))
+    b_l = before[before >= 0]
+    new = table.spans(raw, words, np.concatenate([a_r, b_l]), np.concatenate([nxt[s_r], stop[before >= 0]]))
     key[at] = _INF_KEY | at
     key[a_r] = new[: a_r.size] << 32 | a_r
     key[b_l] = new[a_r.size:] << 32 | b_l

@@ -6,35 +6,33 @@ encodes to that token, as in tiktoken). A block of text costs a ``findall``, one
 (``map`` of the cache's ``__getitem__``) and a join of the id tuples (``chain.from_iterable``),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
-- one by one in Python (``bytepair``), by the cache's ``__missing__``, while new pieces are few;
-- together, by ``npmerge`` in NumPy, once a block brings many (a cold cache on text in a script
-  the cache has not seen): the blocks that follow then wait until they hold BATCH_TARGET new
-  pieces between them, which are merged in one batch, and the waiting stops when blocks bring
-  few again. The pair table that batch merging needs is built only after such blocks have
-  brought TABLE_AFTER new pieces, merged one by one (the table costs about as much as that
-  many), so a short or familiar text, or one whose new pieces are spread thin (code), never
-  pays for it.
+- one by one in Python (``bytepair``), by the cache's ``__missing__``, while the encoder has met
+  few new pieces;
+- together, by ``npmerge`` in NumPy, once it has merged about as many one by one as building the
+  token table that batch merging needs costs (``table_after``): from then on a missing piece is
+  marked in its block's list of id tuples and the blocks wait until they hold BATCH_TARGET new
+  pieces between them; those are merged in one batch, and the marks replaced by their ids.
 """
 from __future__ import annotations
 
-from itertools import chain, compress, filterfalse
+from itertools import chain, compress
 
 import numpy as np
 
 from .bytepair import LONG_PIECE, byte_pair_encode, merge_small, utf8
-from .npmerge import PairTable, merge_pieces
+from .npmerge import TokenTable, merge_pieces
 from .patterns import segment_cut
 from .split import chunk_finder
 
 CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
-DENSE = 128  # new pieces in one block from which the blocks wait to be merged together
+TABLE_COST = 16  # tokens whose share of the token table costs about one piece merged in Python
 BATCH_TARGET = 4096  # new pieces that waiting blocks gather before they are merged together
 WAIT_CHARS = 1 << 20  # characters that may wait (it bounds the memory of their pieces)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
-TABLE_AFTER = 8192  # new pieces of blocks with DENSE or more, merged one by one, before the pair table is built
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
+_WAIT = object()  # in a waiting block's ids: a piece not merged yet
 
 
 def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
@@ -57,8 +55,12 @@ class PieceCache(dict):
         self.base = base
         self.update(base)
         self.missed = 0  # pieces merged by __missing__
+        self.pending: list[str] | None = None  # while batching: the pieces marked _WAIT
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
+        if self.pending is not None and len(piece) < BATCH_MAX_BYTES:
+            self.pending.append(piece)
+            return _WAIT  # type: ignore[return-value]
         self.missed += 1
         ids = _merge_one(self.ranks, piece)
         if len(piece) <= MAX_CACHED_PIECE:
@@ -80,9 +82,8 @@ class PieceEncoder:
         self.ranks = ranks
         self.findall = chunk_finder(pattern)
         self.cut = segment_cut(pattern)
-        self._table: PairTable | None | bool = None  # built when first worth it; False: ids too large
-        self._dense = False  # whether blocks wait to be merged together (in this call)
-        self._dense_missed = 0  # pieces merged one by one in blocks that brought DENSE or more
+        self.table_after = len(ranks) // TABLE_COST  # pieces merged one by one before batching
+        self._table: TokenTable | None | bool = None  # built when first worth it; False: cannot be
         self.clear()
 
     def clear(self) -> None:
@@ -91,29 +92,41 @@ class PieceEncoder:
 
     def __call__(self, text: str) -> list[int]:
         out: list[int] = []
-        wait: list[tuple[list[str], list[str]]] = []  # blocks, and their pieces not in the cache yet
-        n_new = n_chars = 0
         cache, find = self.cache, self.findall
-        self._dense = False
-        for block in self._blocks(text):
-            pieces = find(block)
-            if not wait and not self._dense:
-                before = cache.missed
-                out += chain.from_iterable(map(cache.__getitem__, pieces))
-                if cache.missed - before >= DENSE:
-                    self._dense_missed += cache.missed - before
-                    self._dense = isinstance(self._pair_table(), PairTable)
-                continue
-            new = list(filterfalse(cache.__contains__, pieces))  # __contains__ never merges
-            wait.append((pieces, new))
-            n_new += len(new)
-            n_chars += len(block)
-            if n_new >= BATCH_TARGET or n_chars >= WAIT_CHARS:
-                self._flush(wait, n_new, out)
-                wait, n_new, n_chars = [], 0, 0
-        if wait:
-            self._flush(wait, n_new, out)
+        blocks = self._blocks(text)
+        if self._table:
+            self._batched(blocks, out)
+            return out
+        for block in blocks:
+            out += chain.from_iterable(map(cache.__getitem__, find(block)))
+            if self._table is None and cache.missed >= self.table_after and self._token_table():
+                self._batched(blocks, out)
+                break
         return out
+
+    def _batched(self, blocks, out: list[int]) -> None:
+        """Encode ``blocks`` onto ``out``, new pieces merged together (see the module docstring)."""
+        cache, find = self.cache, self.findall
+        pending = cache.pending = []
+        wait: list[tuple[list[str], list, int]] = []  # pieces, their ids, how many are marked
+        n_chars = 0
+        try:
+            for block in blocks:
+                pieces = find(block)
+                before = len(pending)
+                ids = list(map(cache.__getitem__, pieces))
+                if len(pending) == before and not wait:
+                    out += chain.from_iterable(ids)
+                    continue
+                wait.append((pieces, ids, len(pending) - before))
+                n_chars += len(block)
+                if len(pending) >= BATCH_TARGET or n_chars >= WAIT_CHARS:
+                    self._flush(wait, out)
+                    wait, n_chars = [], 0
+            if wait:
+                self._flush(wait, out)
+        finally:
+            cache.pending = None
 
     def _blocks(self, text: str):
         """``text`` in blocks of about ENCODE_BLOCK characters cut at chunk boundaries."""
@@ -127,16 +140,21 @@ class PieceEncoder:
             yield text[pos:end]
             pos = end
 
-    def _flush(self, wait: list[tuple[list[str], list[str]]], n_new: int, out: list[int]) -> None:
-        """Merge the new pieces of the waiting blocks (``n_new`` of them) together into the
-        cache, then append the blocks' ids to ``out``."""
-        self._dense = n_new >= DENSE * len(wait)
-        new = list(dict.fromkeys(chain.from_iterable(n for _, n in wait)))
-        self.cache.make_room(len(new))
-        self.cache.update(self._merge_new(new))
-        get = self.cache.__getitem__  # a piece too long to be cached is merged again here
-        for pieces, _ in wait:
-            out += chain.from_iterable(map(get, pieces))
+    def _flush(self, wait: list[tuple[list[str], list, int]], out: list[int]) -> None:
+        """Merge the marked pieces of the waiting blocks together into the cache, then append the
+        blocks' ids to ``out``."""
+        cache = self.cache
+        new = list(dict.fromkeys(cache.pending))
+        cache.pending.clear()
+        cache.make_room(len(new))
+        cache.update(self._merge_new(new))
+        get = cache.__getitem__
+        for pieces, ids, marked in wait:
+            i = -1
+            for _ in range(marked):
+                i = ids.index(_WAIT, i + 1)
+                ids[i] = get(pieces[i])
+            out += chain.from_iterable(ids)
 
     def _merge_new(self, pieces: list[str]) -> dict[str, tuple[int, ...]]:
         """Ids of distinct pieces, but those too long to be cached: merged by NumPy together, the
@@ -174,12 +192,10 @@ class PieceEncoder:
         out.update(zip(map(pieces.__getitem__, order.tolist()), tuples))
         return out
 
-    def _pair_table(self) -> PairTable | bool | None:
-        """The pair table, once blocks with DENSE new pieces or more have brought TABLE_AFTER of
-        them (merged one by one): None before then."""
-        if self._table is None and self._dense_missed >= TABLE_AFTER:
-            try:
-                self._table = PairTable(self.ranks)
-            except ValueError:
-                self._table = False
+    def _token_table(self) -> TokenTable | bool:
+        """Build the token table (False when it cannot be built for these ranks)."""
+        try:
+            self._table = TokenTable(self.ranks)
+        except ValueError:
+            self._table = False
         return self._table

@@ -6,8 +6,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import bpe.pieces
 from bpe import Tokenizer
+from bpe.patterns import PATTERNS
 from bpe.bytepair import merge_small
-from bpe.npmerge import INF, PairTable, merge_pieces
+from bpe.npmerge import INF, TokenTable, merge_pieces, span_words
 
 from .conftest import PROSE
 
@@ -21,11 +22,6 @@ unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max
     st.sampled_from(["a", "aa", " ", "\n", "é", "字", "🎉", "1", "ab", "Ω", "\u0301"]), max_size=100).map("".join)
 
 
-def cuts_by_lookups(ranks):
-    return {(ranks[b[:k]], ranks[b[k:]]): r for b, r in ranks.items() for k in range(1, len(b))
-            if b[:k] in ranks and b[k:] in ranks}
-
-
 def by_batch(table, batch):
     starts = np.concatenate([[0], np.cumsum([len(b) for b in batch])]).astype(np.int64)
     counts, ids = merge_pieces(table, np.frombuffer(b"".join(batch), np.uint8), starts)
@@ -36,47 +32,64 @@ def by_batch(table, batch):
 @pytest.fixture(scope="module")
 def odd_ranks():
     """Ids in no particular order, with gaps, tokens holding and ending in zero bytes, and a
-    token longer than the 16 bytes cut in NumPy."""
+    token longer than the 16 bytes compared in NumPy."""
     toks = [bytes([i]) for i in range(256)] + [b"\x00\x00", b"a\x00", b"aa", b"aaa", b"ab", b"abab", b"  ",
                                                  b"    ", b"\xff\xfe", b"ba", b"a" * 20, b"a" * 10, b"aaaaa"]
     ids = np.random.default_rng(0).permutation(len(toks) * 3)[: len(toks)]
     return {t: int(i) for t, i in zip(toks, ids)}
 
 
-def test_the_pair_table_holds_every_cut_of_every_token_and_nothing_else(tok4, odd_ranks):
+def spans_of(table, data, start, end):
+    buf = np.frombuffer(data, np.uint8)
+    return table.spans(data, span_words(buf), np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(min_size=1, max_size=60) | st.text("ab \n\0", min_size=1, max_size=60).map(str.encode),
+       cuts=st.lists(st.tuples(st.integers(0, 60), st.integers(1, 40)), min_size=1, max_size=30))
+def test_the_token_table_finds_the_rank_of_every_span_that_is_a_token(tok4, odd_ranks, data, cuts):
     for ranks in (tok4.mergeable_ranks, odd_ranks):
-        want = cuts_by_lookups(ranks)
-        ids = np.array(sorted(ranks.values()))
-        left, right = np.repeat(ids, ids.size), np.tile(ids, ids.size)  # every pair of ids
-        expect = [want.get(p, INF) for p in zip(left.tolist(), right.tolist())]
-        assert PairTable(ranks).lookup(left, right).tolist() == expect
+        spans = [(s, min(s + k, len(data))) for s, k in cuts if s < len(data)]
+        toks = list(ranks)  # spans that are tokens, of every length, at the buffer's end (zero padding)
+        buf = data + b"".join(toks[-40:])
+        pos = np.cumsum([len(data)] + [len(t) for t in toks[-40:]]).tolist()
+        spans += list(zip(pos[:-1], pos[1:]))
+        start, end = zip(*spans)
+        want = [ranks.get(buf[s:e], INF) for s, e in spans]
+        assert spans_of(TokenTable(ranks), buf, start, end) == want
 
 
-def test_tokens_whose_hashes_collide_are_cut_by_lookups(tok4, monkeypatch):
+def test_the_token_table_of_cl100k_finds_every_token(cl100k_path):
+    ranks = Tokenizer.from_tiktoken(cl100k_path).mergeable_ranks
+    toks = list(ranks)
+    pos = np.cumsum([0] + [len(t) for t in toks]).tolist()
+    data = b"".join(toks)
+    got = spans_of(TokenTable(ranks), data, pos[:-1], pos[1:])
+    assert got == [ranks[t] for t in toks]
+    assert any(len(t) > 16 for t in toks)  # the longer ones are looked up by their bytes
+    odd = spans_of(TokenTable(ranks), data, [p + 1 for p in pos[:-2]], pos[1:-1])  # a byte short
+    assert odd == [ranks.get(t[1:], INF) for t in toks[:-1]]
+
+
+def test_tokens_whose_hashes_collide_are_merged_one_by_one(tok4, monkeypatch, corpus_texts):
     import bpe.npmerge
 
     monkeypatch.setattr(bpe.npmerge, "_mix", lambda hi, lo, size: np.zeros_like(size))
-    ranks = tok4.mergeable_ranks
-    table = PairTable(ranks)
-    got = dict(zip(zip((table.keys // table.width).tolist(), (table.keys % table.width).tolist()),
-                   table.vals[:-1].tolist()))
-    assert got == cuts_by_lookups(ranks)
-
-
-def test_the_pair_table_of_cl100k_holds_every_cut(cl100k_path):
-    ranks = Tokenizer.from_tiktoken(cl100k_path).mergeable_ranks
-    table = PairTable(ranks)
-    want = cuts_by_lookups(ranks)
-    got = dict(zip(zip((table.keys // table.width).tolist(), (table.keys % table.width).tolist()),
-                   table.vals[:-1].tolist()))
-    assert got == want
+    with pytest.raises(ValueError):
+        TokenTable(tok4.mergeable_ranks)
+    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 1 << 30)  # the table is wanted from the first piece
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    text = corpus_texts[3] + PROSE
+    assert fresh.encode_ordinary(text) == tiktoken.Encoding(
+        "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
+    assert fresh._ordinary._table is False
 
 
 @settings(max_examples=200, deadline=None)
 @given(batch=pieces)
 def test_batch_merge_equals_the_one_by_one_merge(tok4, odd_ranks, batch):
     for ranks in (tok4.mergeable_ranks, odd_ranks):
-        assert by_batch(PairTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
+        assert by_batch(TokenTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
 
 
 def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_texts):
@@ -84,14 +97,13 @@ def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_t
     ranks = tok.mergeable_ranks
     batch = sorted({p.encode() for t in corpus_texts for p in tok._ordinary.findall(t)} - set(ranks))
     assert len(batch) > 1000
-    assert by_batch(PairTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
+    assert by_batch(TokenTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
 
 
 @pytest.fixture
 def always_batch(monkeypatch):
     """Every block waits and every new piece goes through the NumPy merge."""
-    monkeypatch.setattr(bpe.pieces, "DENSE", 1)
-    monkeypatch.setattr(bpe.pieces, "TABLE_AFTER", 0)
+    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 1 << 30)
     monkeypatch.setattr(bpe.pieces, "BATCH_MIN", 1)
     monkeypatch.setattr(bpe.pieces, "BATCH_TARGET", 50)
     monkeypatch.setattr(bpe.pieces, "ENCODE_BLOCK", 64)
@@ -105,6 +117,30 @@ def test_encoding_through_batches_equals_tiktoken(tok4, always_batch, text):
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
     assert fresh._ordinary._table not in (None, False)  # the batch path ran
+
+
+any_text = st.text(max_size=200) | st.lists(st.sampled_from(
+    ["a", "aa", " ", "\n", "é", "e\u0301", "字", "🎉", "\U0001d7ce", "\ud835\udfce", "\udfff", "1", "ab", "'s",
+     "Ω", "\t", "/"]), max_size=80).map("".join)  # combining marks, astral characters, surrogates
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt4", "o200k"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=any_text)
+def test_batching_from_the_middle_of_a_call_equals_tiktoken_for_every_pattern(
+        tok_by_pattern, monkeypatch, name, text):
+    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 40)  # 10 pieces merged one by one, then batches
+    monkeypatch.setattr(bpe.pieces, "BATCH_MIN", 1)
+    monkeypatch.setattr(bpe.pieces, "BATCH_TARGET", 7)
+    monkeypatch.setattr(bpe.pieces, "ENCODE_BLOCK", 16)
+    tok = tok_by_pattern(PATTERNS[name])
+    fresh = Tokenizer(tok.mergeable_ranks, tok.pattern)
+    assert fresh._ordinary.table_after == 10
+    theirs = tiktoken.Encoding("t", pat_str=tok.pattern, mergeable_ranks=tok.mergeable_ranks, special_tokens={})
+    text = PROSE + text + " " + text + PROSE
+    for _ in range(2):  # the second call batches from its first block
+        assert fresh.encode_ordinary(text) == theirs.encode_ordinary(text)
+    assert fresh._ordinary._table not in (None, False)
 
 
 def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_batch, monkeypatch, corpus_texts):
