@@ -16,8 +16,6 @@ pieces still merging, so the interpreter's cost of a round is shared by all of t
 """
 from __future__ import annotations
 
-from itertools import repeat
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -50,6 +48,12 @@ class _Buckets:
         self.start = np.zeros((1 << self.bits) + 1, dtype=np.int32)
         np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
 
+    def distinct(self) -> bool:
+        """Whether the keys were distinct (equal keys share a bucket: only crowded ones are checked)."""
+        size = np.diff(self.start)
+        crowded = self.key[:-1][np.repeat(size > 1, size)]
+        return np.unique(crowded).size == crowded.size
+
     def _home(self, key: np.ndarray) -> np.ndarray:
         return ((key.view(np.uint64) * _MUL) >> np.uint64(64 - self.bits)).view(np.int64)
 
@@ -72,14 +76,6 @@ class _Buckets:
         return out
 
 
-def _words(toks: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tokens of at most _SHORT bytes as (first 8 bytes, next 8 bytes, length): uint64, uint64,
-    int64, each (N,); the bytes zero-padded and read big-endian, as a span's words are."""
-    w = np.frombuffer(b"".join(map(bytes.ljust, toks, repeat(_SHORT), repeat(b"\0"))), dtype=">u8")
-    w = w.astype(np.uint64).reshape(-1, 2)
-    return w[:, 0].copy(), w[:, 1].copy(), np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
-
-
 def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
     """An int64 hash of 16 zero-padded bytes and their length (equal strings, equal hashes)."""
     return (hi * _MUL ^ lo).view(np.int64) ^ size
@@ -94,21 +90,30 @@ class TokenTable:
     """
 
     def __init__(self, ranks: dict[bytes, int]):
-        if max(ranks.values()) >= INF:
-            raise ValueError(f"ids up to {max(ranks.values())} do not fit the packed keys of the NumPy merge")
+        toks = list(ranks)
+        ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(toks))
+        if ids.max() >= INF:
+            raise ValueError(f"ids up to {ids.max()} do not fit the packed keys of the NumPy merge")
         self.ranks = ranks
-        self.byte_id = np.array([ranks[bytes([i])] for i in range(256)], dtype=np.int64)
+        size = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        starts = np.cumsum(size) - size
+        words = span_words(np.frombuffer(b"".join(toks), dtype=np.uint8))
+        short = np.flatnonzero(size <= _SHORT)
+        # Each token of up to 16 bytes as its two words, read and masked as a span's are.
+        self.size, self.rank = size[short], ids[short]
+        self.hi = words[starts[short]] & _HI_MASK[self.size]
+        self.lo = words[starts[short] + 8] & _LO_MASK[self.size]
+        self.byte_id = np.zeros(256, dtype=np.int64)
+        one = self.size == 1
+        if one.sum() != 256:
+            raise ValueError("byte-level BPE needs every single byte as a token")
+        self.byte_id[(self.hi[one] >> np.uint64(56)).astype(np.int64)] = self.rank[one]
         self.byte_pair = np.full(1 << 16, INF, dtype=np.int64)
-        for b, r in ranks.items():
-            if len(b) == 2:
-                self.byte_pair[b[0] << 8 | b[1]] = r
-        short = [b for b in ranks if len(b) <= _SHORT]
-        self.hi, self.lo, self.size = _words(short)
-        self.rank = np.fromiter(map(ranks.__getitem__, short), dtype=np.int64, count=len(short))
-        mixed = _mix(self.hi, self.lo, self.size)
-        if np.unique(mixed).size < mixed.size:
+        two = self.size == 2
+        self.byte_pair[(self.hi[two] >> np.uint64(48)).astype(np.int64)] = self.rank[two]
+        self._table = _Buckets(_mix(self.hi, self.lo, self.size))
+        if not self._table.distinct():
             raise ValueError("two tokens share a hash")
-        self._table = _Buckets(mixed)
 
     def spans(self, data: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Ranks (int64, like ``start``) of the tokens ``data[start[i]:end[i]]`` spell, INF where none.

@@ -9,12 +9,14 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 - one by one in Python (``bytepair``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;
 - together, by ``npmerge`` in NumPy, once it has merged about as many one by one as building the
-  token table that batch merging needs costs (``table_after``): from then on a missing piece is
-  marked in its block's list of id tuples and the blocks wait until they hold BATCH_TARGET new
-  pieces between them; those are merged in one batch, and the marks replaced by their ids.
+  token table that batch merging needs costs (``table_after``): from then on a missing piece
+  gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
+  BATCH_TARGET new pieces are pending; those are merged in one batch, their lists filled with
+  their ids, and the waiting ids joined (``chain`` reads a filled list as it reads a tuple).
 """
 from __future__ import annotations
 
+from collections import deque
 from itertools import chain, compress
 
 import numpy as np
@@ -27,12 +29,11 @@ from .split import chunk_finder
 CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
-TABLE_COST = 16  # tokens whose share of the token table costs about one piece merged in Python
-BATCH_TARGET = 4096  # new pieces that waiting blocks gather before they are merged together
-WAIT_CHARS = 1 << 20  # characters that may wait (it bounds the memory of their pieces)
+TABLE_COST = 32  # tokens whose share of building the token table costs about one piece merged in Python
+BATCH_TARGET = 1 << 14  # marked pieces that waiting blocks gather before they are merged together
+WAIT_CHARS = 1 << 22  # characters that may wait (it bounds the memory of their id lists)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
-_WAIT = object()  # in a waiting block's ids: a piece not merged yet
 
 
 def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
@@ -55,12 +56,17 @@ class PieceCache(dict):
         self.base = base
         self.update(base)
         self.missed = 0  # pieces merged by __missing__
-        self.pending: list[str] | None = None  # while batching: the pieces marked _WAIT
+        # While batching: each new piece -> the list that stands for its ids until the batch is
+        # merged (also in the cache, so that the piece's later occurrences find the same list).
+        self.pending: dict[str, list[int]] | None = None
 
-    def __missing__(self, piece: str) -> tuple[int, ...]:
+    def __missing__(self, piece: str) -> tuple[int, ...] | list[int]:
         if self.pending is not None and len(piece) < BATCH_MAX_BYTES:
-            self.pending.append(piece)
-            return _WAIT  # type: ignore[return-value]
+            held = self.pending.get(piece)  # the piece is pending but the cache was emptied since
+            if held is None:
+                held = self.pending[piece] = []
+            self[piece] = held
+            return held
         self.missed += 1
         ids = _merge_one(self.ranks, piece)
         if len(piece) <= MAX_CACHED_PIECE:
@@ -107,25 +113,21 @@ class PieceEncoder:
     def _batched(self, blocks, out: list[int]) -> None:
         """Encode ``blocks`` onto ``out``, new pieces merged together (see the module docstring)."""
         cache, find = self.cache, self.findall
-        pending = cache.pending = []
-        wait: list[tuple[list[str], list, int]] = []  # pieces, their ids, how many are marked
+        pending = cache.pending = {}
+        wait: list = []  # the id tuples (and pending lists) of the blocks that wait
         n_chars = 0
         try:
             for block in blocks:
-                pieces = find(block)
-                before = len(pending)
-                ids = list(map(cache.__getitem__, pieces))
-                if len(pending) == before and not wait:
-                    out += chain.from_iterable(ids)
-                    continue
-                wait.append((pieces, ids, len(pending) - before))
+                wait += map(cache.__getitem__, find(block))
                 n_chars += len(block)
-                if len(pending) >= BATCH_TARGET or n_chars >= WAIT_CHARS:
+                if not pending or len(pending) >= BATCH_TARGET or n_chars >= WAIT_CHARS:
                     self._flush(wait, out)
-                    wait, n_chars = [], 0
-            if wait:
-                self._flush(wait, out)
+                    n_chars = 0
+            self._flush(wait, out)
         finally:
+            for piece, held in pending.items():  # an error left them: no list may stay in the cache
+                if cache.get(piece) is held:
+                    del cache[piece]
             cache.pending = None
 
     def _blocks(self, text: str):
@@ -140,21 +142,18 @@ class PieceEncoder:
             yield text[pos:end]
             pos = end
 
-    def _flush(self, wait: list[tuple[list[str], list, int]], out: list[int]) -> None:
-        """Merge the marked pieces of the waiting blocks together into the cache, then append the
-        blocks' ids to ``out``."""
-        cache = self.cache
-        new = list(dict.fromkeys(cache.pending))
-        cache.pending.clear()
-        cache.make_room(len(new))
-        cache.update(self._merge_new(new))
-        get = cache.__getitem__
-        for pieces, ids, marked in wait:
-            i = -1
-            for _ in range(marked):
-                i = ids.index(_WAIT, i + 1)
-                ids[i] = get(pieces[i])
-            out += chain.from_iterable(ids)
+    def _flush(self, wait: list, out: list[int]) -> None:
+        """Merge the pending pieces together, fill their lists and put them in the cache, then move
+        the waiting ids onto ``out``."""
+        cache, pending = self.cache, self.cache.pending
+        if pending:
+            merged = self._merge_new(list(pending))
+            cache.make_room(len(merged))
+            cache.update(merged)
+            deque(map(list.extend, pending.values(), map(merged.__getitem__, pending)), maxlen=0)
+            pending.clear()
+        out += chain.from_iterable(wait)
+        wait.clear()
 
     def _merge_new(self, pieces: list[str]) -> dict[str, tuple[int, ...]]:
         """Ids of distinct pieces, but those too long to be cached: merged by NumPy together, the
