@@ -153,6 +153,28 @@ def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_ba
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
 
 
+def test_an_error_while_batching_leaves_no_pending_piece_in_the_cache(tok4, always_batch, corpus_texts):
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    enc, real = fresh._ordinary, fresh._ordinary.findall
+    blocks = []
+
+    def fails_on_the_third_block(block):
+        blocks.append(block)
+        if len(blocks) == 3:
+            raise KeyboardInterrupt
+        return real(block)
+
+    text = corpus_texts[4][:2000]
+    enc.findall = fails_on_the_third_block
+    with pytest.raises(KeyboardInterrupt):
+        fresh.encode_ordinary(text)
+    enc.findall = real
+    assert len(enc.cache) > len(enc.cache.base)  # blocks were encoded before the error
+    assert not [p for p, ids in enc.cache.items() if isinstance(ids, list)]
+    assert fresh.encode_ordinary(text) == tiktoken.Encoding(
+        "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
+
+
 @given(keys=st.sets(st.integers(0, 2**40), max_size=300), asked=st.lists(st.integers(0, 2**40), max_size=50))
 def test_the_hash_table_finds_every_key_also_in_crowded_buckets(keys, asked):
     from bpe.npmerge import _Buckets
