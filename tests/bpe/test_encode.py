@@ -132,3 +132,30 @@ def test_a_full_cache_is_cleared_without_changing_results(tok4, corpus_texts, mo
     small = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     text = corpus_texts[1] + PROSE
     assert small.encode(text) == tiktoken_of(tok4).encode(text)
+
+
+def test_encoding_a_long_text_pauses_the_collector_and_restores_it(tok4, corpus_texts):
+    import gc
+
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    text = "".join(corpus_texts[:6])
+    seen = []
+    real = fresh._ordinary.findall
+
+    def find(block):
+        seen.append(gc.isenabled())
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return real(block)
+
+    fresh._ordinary.findall = find
+    with pytest.raises(KeyboardInterrupt):
+        fresh.encode_ordinary(text)
+    assert seen == [False, False] and gc.isenabled()  # paused while encoding, back after an error
+    fresh._ordinary.findall = real
+    gc.disable()
+    try:
+        assert fresh.encode_ordinary(text) == tiktoken_of(tok4).encode_ordinary(text)
+        assert not gc.isenabled()  # a collector the caller turned off stays off
+    finally:
+        gc.enable()
