@@ -12,6 +12,10 @@ spares the N x H array the three separate ops keep for the second product's weig
 The weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer)
 as the Linear op's are. Rows per block depend on the shapes only, so the result does not depend
 on the thread count. Equal to the three ops composed up to rounding (tests/autograd/test_mlp.py).
+
+A pre-norm block's whole feed-forward sublayer, x + mlp(norm(x)), is one op too: with `norm` the
+rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
+x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import numpy as np
 
 from autograd import parallel
 from autograd.function import Function
+from autograd.ops import prenorm
 from autograd.ops._util import host_floats
 from autograd.ops.activation import _gelu_tanh_backward, _gelu_tanh_forward
 from autograd.ops.matmul import weight_grads
@@ -41,17 +46,18 @@ def applies(x, *params) -> bool:
 
 
 class GeluMLP(Function):
-    def forward(self, x, w1, *rest, has_b1=False, has_b2=False):
-        b1 = rest[0] if has_b1 else None
-        w2 = rest[1] if has_b1 else rest[0]
-        b2 = rest[-1] if has_b2 else None
+    def forward(self, x, *params, names=("w1", "w2"), centered=None, eps=0.0, residual=False):
+        p = dict(zip(names, params))
+        w1, b1, w2, b2 = p["w1"], p.get("b1"), p["w2"], p.get("b2")
         x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))               # (N, C)
+        norm = None if centered is None else prenorm.RowNorm(x2, names, params, centered, eps)
+        rows_in = x2 if norm is None else norm.out          # the first product's input rows
         N, H = x2.shape[0], w1.shape[1]
         u, t = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
         y = np.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
-            ub = np.matmul(x2[lo:hi], w1, out=u[lo:hi])
+            ub = np.matmul(rows_in[lo:hi], w1, out=u[lo:hi])
             if b1 is not None:
                 ub += b1
             hb = np.empty_like(ub)
@@ -59,19 +65,20 @@ class GeluMLP(Function):
             yb = np.matmul(hb, w2, out=y[lo:hi])
             if b2 is not None:
                 yb += b2
+            if residual:
+                yb += x2[lo:hi]
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        self.x2, self.w1, self.w2, self.u, self.t = x2, w1, w2, u, t
-        self.x_shape, self.has_b1, self.has_b2 = x.shape, has_b1, has_b2
+        self.rows_in, self.norm, self.w1, self.w2, self.u, self.t = rows_in, norm, w1, w2, u, t
+        self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
     def backward(self, g):
-        x2, w1, w2, u, t = self.x2, self.w1, self.w2, self.u, self.t
+        w1, w2, u, t, names = self.w1, self.w2, self.u, self.t, self.names
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
-        need_x = self.needs_input_grad[0]
         h, du = np.empty_like(u), np.empty_like(u)
-        dx = np.empty_like(x2) if need_x else None
+        dn = np.empty(self.rows_in.shape, dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):
             ub, tb, hb = u[lo:hi], t[lo:hi], h[lo:hi]
@@ -80,18 +87,25 @@ class GeluMLP(Function):
             hb *= 0.5
             dh = np.matmul(g2[lo:hi], w2.T)                            # (rows, H)
             _gelu_tanh_backward(dh, ub, tb, du[lo:hi])
-            if need_x:
-                np.matmul(du[lo:hi], w1.T, out=dx[lo:hi])
+            if dn is not None:
+                np.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        grads = [None if dx is None else dx.reshape(self.x_shape)]
-        grads += weight_grads(self, 1, x2, du, self.has_b1)
-        grads += weight_grads(self, 2 + self.has_b1, h, g2, self.has_b2)
-        return tuple(grads)
+        i1, i2 = 1 + names.index("w1"), 1 + names.index("w2")
+        grads = dict(zip(("w1", "b1"), weight_grads(self, i1, self.rows_in, du, "b1" in names)))
+        grads.update(zip(("w2", "b2"), weight_grads(self, i2, h, g2, "b2" in names)))
+        dx, norm_grads = prenorm.input_grad(self, dn, g2)      # while the workers take those
+        grads.update(norm_grads)
+        return (None if dx is None else dx.reshape(self.x_shape), *[grads[n] for n in names])
 
 
-def gelu_mlp(x, w1, b1, w2, b2):
+def gelu_mlp(x, w1, b1, w2, b2, norm=None, residual: bool = False):
     """x (..., C) Tensor through Linear(w1 (C, H), b1 (H,) or None), GELU (tanh), Linear(w2 (H, Cout),
-    b2 (Cout,) or None) -> (..., Cout) Tensor; callers check `applies` first (NumPy only)."""
-    params = [p for p in (w1, b1, w2, b2) if p is not None]
-    return GeluMLP.apply(x, *params, has_b1=b1 is not None, has_b2=b2 is not None)
+    b2 (Cout,) or None) -> (..., Cout) Tensor; callers check `applies` first (NumPy only).
+    norm: (centered, weight, bias, eps), a LayerNorm (centered) or RMSNorm of x in front
+    (weight, bias (C,) Tensors or None), or None; residual: x is added to the output (Cout = C),
+    so that gelu_mlp(x, ..., norm, True) is a pre-norm block's x + mlp(ln_2(x)) (ops/prenorm.py)."""
+    if residual and w2.shape[-1] != x.shape[-1]:
+        raise ValueError(f"gelu_mlp: residual needs Cout = C, got x {tuple(x.shape)} and w2 {tuple(w2.shape)}")
+    names, params = prenorm.named_inputs(norm, w1=w1, b1=b1, w2=w2, b2=b2)
+    return GeluMLP.apply(x, *params, **prenorm.options(norm, residual, names))

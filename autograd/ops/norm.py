@@ -90,53 +90,64 @@ class _Norm(Function):
             grads[0] = gh
         return tuple(grads)
 
-
     def _backward_rows(self, g):
-        """backward of NumPy float32/64 arrays as blocks of rows (on the pool when large), every
-        pass over a block while it is in cache; the weight and bias gradients are per-block sums
-        added in row order. The row means of gh * xhat and gh (gh = g * w) are products with w,
-        one BLAS call each, instead of a pass and a reduction each."""
-        xhat, rstd, w, centered = self.xhat, self.rstd, self.w, self.centered
-        C = xhat.shape[-1]
-        g2, xh2, r2 = g.reshape(-1, C), xhat.reshape(-1, C), rstd.reshape(-1, 1)
+        """backward of NumPy float32/64 arrays as blocks of rows (backward_rows)."""
+        C = self.xhat.shape[-1]
         needs = self.needs_input_grad
+        g2 = g.reshape(-1, C)
         gx = np.empty_like(g2) if needs[0] else None
-        inv_c = g2.dtype.type(1.0 / C)
-
-        def row_mean_times_w(a):                                 # (n, C) -> (n, 1): mean(a * w)
-            m = (a @ w if w is not None else a.sum(axis=-1))[:, None]
-            m *= inv_c
-            return m
-
-        def block(lo, hi):
-            gb, xb, rb = g2[lo:hi], xh2[lo:hi], r2[lo:hi]
-            gxx = gb * xb                                        # g * xhat
-            sums = np.concatenate([gxx.sum(axis=0), gb.sum(axis=0)])   # (2C,): dw, db parts
-            if gx is None:
-                return sums
-            gh = gx[lo:hi]                                       # rstd * gh, then dL/dx
-            if w is not None:
-                np.multiply(gb, w, out=gh)
-            else:
-                np.copyto(gh, gb)
-            gh *= rb
-            coef = row_mean_times_w(gxx)                         # mean(gh * xhat)
-            coef *= rb
-            np.multiply(xb, coef, out=gxx)
-            gh -= gxx
-            if centered:
-                mean_gh = row_mean_times_w(gb)
-                mean_gh *= rb
-                gh -= mean_gh
-            return sums
-
-        sums = parallel.sum_rows(block, g2.shape[0], C)
+        sums = backward_rows(g2, self.xhat.reshape(-1, C), self.rstd.reshape(-1, 1), self.w,
+                             self.centered, gx)
         grads = [gx.reshape(g.shape) if gx is not None else None] + [None] * (len(needs) - 1)
         if self.has_w and needs[1]:
             grads[1] = sums[:C]
         if self.has_b and needs[1 + self.has_w]:
             grads[1 + self.has_w] = sums[C:]
         return tuple(grads)
+
+
+def backward_rows(g, xhat, rstd, w, centered: bool, gx=None):
+    """A norm's backward on NumPy rows g = dL/dy, xhat (N, C), rstd (N, 1), gain w (C,) or None
+    -> the (2C,) sums [g * xhat | g] (dw and db); dL/dx into gx (N, C) when given. By blocks of
+    rows (on the pool when large), every pass over a block while it is in cache; the blocks'
+    sums are added in row order."""
+    def block(lo, hi):
+        return _backward_block(g[lo:hi], xhat[lo:hi], rstd[lo:hi], w, centered,
+                                  None if gx is None else gx[lo:hi])
+
+    return parallel.sum_rows(block, g.shape[0], g.shape[1])
+
+
+def _backward_block(g, xhat, rstd, w, centered: bool, gx=None):
+    """One block of rows of a norm's backward on NumPy arrays: g = dL/dy and xhat (n, C), rstd
+    (n, 1), the gain w (C,) or None -> the block's (2C,) sums [g * xhat | g] (its parts of dw
+    and db); dL/dx into gx (n, C) when given (not g's memory). The row means of gh * xhat and
+    gh (gh = g * w) are products with w, one BLAS call each, instead of a pass and a reduction."""
+    inv_c = g.dtype.type(1.0 / g.shape[-1])
+
+    def row_mean_times_w(a):                                     # (n, C) -> (n, 1): mean(a * w)
+        m = (a @ w if w is not None else a.sum(axis=-1))[:, None]
+        m *= inv_c
+        return m
+
+    gxx = g * xhat                                               # g * xhat
+    sums = np.concatenate([gxx.sum(axis=0), g.sum(axis=0)])      # (2C,): dw, db parts
+    if gx is None:
+        return sums
+    if w is not None:                                            # rstd * gh, then dL/dx
+        np.multiply(g, w, out=gx)
+    else:
+        np.copyto(gx, g)
+    gx *= rstd
+    coef = row_mean_times_w(gxx)                                 # mean(gh * xhat)
+    coef *= rstd
+    np.multiply(xhat, coef, out=gxx)
+    gx -= gxx
+    if centered:
+        mean_gh = row_mean_times_w(g)
+        mean_gh *= rstd
+        gx -= mean_gh
+    return sums
 
 
 def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:

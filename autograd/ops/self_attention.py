@@ -16,6 +16,10 @@ product (forward) or back (dx pass), with the heads read from and written into t
 and bias gradients of leaf parameters are deferred (autograd.parallel.defer). The attention
 keeps only its probabilities (the causal blocks of causal_attention.layout). Groups depend on
 the shapes only, so the result does not depend on the thread count.
+
+A pre-norm block's whole attention sublayer, x + attn(norm(x)), is one op too: with `norm` the
+rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
+x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import numpy as np
 from autograd import parallel
 from autograd.function import Function
 from autograd.ops import causal_attention as _ca
+from autograd.ops import prenorm
 from autograd.ops._util import host_floats
 from autograd.ops.attention import entries_per_task
 from autograd.ops.matmul import weight_grads
@@ -45,19 +50,21 @@ def _heads(rows, n: int, H: int, parts: int = 1, part: int = 0):
 
 
 class CausalSelfAttention(Function):
-    def forward(self, x, w_qkv, *rest, n_head=1, has_b_qkv=False, has_b_out=False):
-        b_qkv = rest[0] if has_b_qkv else None
-        w_out = rest[1] if has_b_qkv else rest[0]
-        b_out = rest[-1] if has_b_out else None
+    def forward(self, x, *params, names=("w_qkv", "w_out"), n_head=1, centered=None, eps=0.0,
+                residual=False):
+        p = dict(zip(names, params))
+        w_qkv, b_qkv, w_out, b_out = p["w_qkv"], p.get("b_qkv"), p["w_out"], p.get("b_out")
         B, T, C = x.shape
         H, scale = n_head, 1.0 / math.sqrt(C // n_head)
         x2 = np.ascontiguousarray(x.reshape(B * T, C))
+        norm = None if centered is None else prenorm.RowNorm(x2, names, params, centered, eps)
+        rows_in = x2 if norm is None else norm.out          # the projection's input rows
         qkv, y, out = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C, C))
         probs = _ca.new_probabilities((B, H), T, x.dtype)
 
         def group(lo, hi):
             rows, n = slice(lo * T, hi * T), hi - lo
-            np.matmul(x2[rows], w_qkv, out=qkv[rows])
+            np.matmul(rows_in[rows], w_qkv, out=qkv[rows])
             if b_qkv is not None:
                 qkv[rows] += b_qkv
             q, k, v = (_heads(qkv[rows], n, H, 3, i) for i in range(3))      # (n, H, T, hs) views
@@ -65,20 +72,23 @@ class CausalSelfAttention(Function):
             np.matmul(y[rows], w_out, out=out[rows])
             if b_out is not None:
                 out[rows] += b_out
+            if residual:
+                out[rows] += x2[rows]
 
         per_entry = _ca.scores_per_entry(T, H)
         parallel.for_chunks(group, B, per_entry, step=entries_per_task(per_entry))
-        self.x2, self.w_qkv, self.w_out, self.qkv, self.y, self.probs = x2, w_qkv, w_out, qkv, y, probs
-        self.shape, self.H, self.scale = (B, T, C), H, scale
-        self.has_b_qkv, self.has_b_out = has_b_qkv, has_b_out
+        self.rows_in, self.norm, self.w_qkv, self.w_out, self.qkv, self.y = rows_in, norm, w_qkv, w_out, qkv, y
+        self.probs, self.shape, self.H, self.scale = probs, (B, T, C), H, scale
+        self.names, self.residual = names, residual
         return out.reshape(B, T, C)
 
     def backward(self, g):
         B, T, C = self.shape
         H, qkv, y, probs, w_qkv, w_out = self.H, self.qkv, self.y, self.probs, self.w_qkv, self.w_out
+        names = self.names
         g2 = np.ascontiguousarray(g.reshape(B * T, C), dtype=y.dtype)
         dqkv = np.empty_like(qkv)
-        dx = np.empty_like(self.x2) if self.needs_input_grad[0] else None
+        dn = np.empty_like(g2) if prenorm.needs_dn(self) else None
 
         def group(lo, hi):
             rows, n = slice(lo * T, hi * T), hi - lo
@@ -87,18 +97,23 @@ class CausalSelfAttention(Function):
             dq, dk, dv = (_heads(dqkv[rows], n, H, 3, i) for i in range(3))
             _ca.entry_backward(_heads(dy, n, H), q, k, v, _heads(y[rows], n, H), [p[lo:hi] for p in probs],
                                self.scale, dq, dk, dv)
-            if dx is not None:
-                np.matmul(dqkv[rows], w_qkv.T, out=dx[rows])
+            if dn is not None:
+                np.matmul(dqkv[rows], w_qkv.T, out=dn[rows])
 
         parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
-        grads = [None if dx is None else dx.reshape(B, T, C)]
-        grads += weight_grads(self, 1, self.x2, dqkv, self.has_b_qkv)
-        grads += weight_grads(self, 2 + self.has_b_qkv, y, g2, self.has_b_out)
-        return tuple(grads)
+        i_qkv, i_out = 1 + names.index("w_qkv"), 1 + names.index("w_out")
+        grads = dict(zip(("w_qkv", "b_qkv"), weight_grads(self, i_qkv, self.rows_in, dqkv, "b_qkv" in names)))
+        grads.update(zip(("w_out", "b_out"), weight_grads(self, i_out, y, g2, "b_out" in names)))
+        dx, norm_grads = prenorm.input_grad(self, dn, g2)      # while the workers take those
+        grads.update(norm_grads)
+        return (None if dx is None else dx.reshape(B, T, C), *[grads[n] for n in names])
 
 
-def causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, n_head: int):
-    """The sublayer of the module docstring on Tensors; callers check `applies` first."""
-    params = [t for t in (w_qkv, b_qkv, w_out, b_out) if t is not None]
-    return CausalSelfAttention.apply(x, *params, n_head=int(n_head), has_b_qkv=b_qkv is not None,
-                                     has_b_out=b_out is not None)
+def causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, n_head: int, norm=None, residual: bool = False):
+    """The sublayer of the module docstring on Tensors; callers check `applies` first. norm:
+    (centered, weight, bias, eps), a LayerNorm (centered) or RMSNorm of x in front (weight, bias
+    (C,) Tensors or None), or None; residual: x is added to the output, so that
+    causal_self_attention(x, ..., norm, True) is a pre-norm block's x + attn(ln_1(x))
+    (ops/prenorm.py)."""
+    names, params = prenorm.named_inputs(norm, w_qkv=w_qkv, b_qkv=b_qkv, w_out=w_out, b_out=b_out)
+    return CausalSelfAttention.apply(x, *params, n_head=int(n_head), **prenorm.options(norm, residual, names))

@@ -7,9 +7,14 @@
 With residual=False the "x +" disappears (x = attn(ln_1(x)), or x = ln_1(attn(x))), which is
 what the gradient-flow study compares against.
 
-Gradient-flow hooks: set `block.record = {}` (or `GPT.trace(True)`) and every forward fills it
-with the Tensors of that pass (names in `RECORD_KEYS`), so a study can call `retain_grad()` on
-them before `backward()`:
+Training on the CPU, a plain pre-norm block (LayerNorm or RMSNorm, causal attention without RoPE
+or qk_norm, a GELU-tanh MLP, no dropout at work, no hooks, no record) runs as two ops, x +
+attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/ops/prenorm.py), with the same bits as the layers
+one by one; anything else runs layer by layer.
+
+Gradient-flow hooks: set `block.record = {}` (or `GPT.trace(True)`) and every forward runs layer
+by layer and fills it with the Tensors of that pass (names in `RECORD_KEYS`), so a study can
+call `retain_grad()` on them before `backward()`:
     input      (B, T, C)  the residual stream entering the block
     attn_out   (B, T, C)  the attention branch's contribution (what is added to the stream)
     mid        (B, T, C)  the stream between the two sublayers
@@ -19,6 +24,9 @@ them before `backward()`:
 from __future__ import annotations
 
 import nn
+from autograd.ops import mlp as mlp_op
+from autograd.ops import self_attention
+from autograd.ops._util import host_floats
 from gpt.model.config import GPTConfig
 
 RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
@@ -44,6 +52,11 @@ def make_mlp(cfg: GPTConfig) -> nn.Module:
     return nn.MLP(cfg.n_embd, cfg.hidden, activation=cfg.mlp, bias=cfg.bias)
 
 
+def _norm_spec(norm) -> tuple:
+    """(centered, weight, bias, eps) of a LayerNorm (centered) or RMSNorm, as the fused ops take it."""
+    return isinstance(norm, nn.LayerNorm), norm.weight, getattr(norm, "bias", None), norm.eps
+
+
 class Block(nn.Module):
     """x (B, T, C) -> (B, T, C); see the module docstring for the variants."""
 
@@ -62,6 +75,14 @@ class Block(nn.Module):
         self.record = None  # a dict to fill with this block's activations, or None
 
     def forward(self, x, kv_cache=None, pos_offset: int = 0):
+        if kv_cache is None and self._fuses(x):   # two ops, each a sublayer with its norm and skip
+            attn, mlp = self.attn, self.mlp
+            x = self_attention.causal_self_attention(
+                x, attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias, attn.n_head,
+                norm=_norm_spec(self.ln_1), residual=True)
+            return mlp_op.gelu_mlp(x, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias,
+                                   norm=_norm_spec(self.ln_2), residual=True)
+
         def attn(h):
             return self.attn(h, kv_cache=kv_cache, pos_offset=pos_offset)
 
@@ -69,6 +90,24 @@ class Block(nn.Module):
             return self.mlp_drop(self.mlp(h))
 
         return self._wire(x, self.ln_1, attn, self.ln_2, mlp, self.record)
+
+    def _fuses(self, x) -> bool:
+        """Whether forward runs as the two ops x + attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/
+        ops/prenorm.py): pre-norm with the skip, no record to fill, LayerNorm or RMSNorm, no
+        dropout at work, no forward hook on a layer inside, and both sublayers' own fused ops
+        applying (plain causal attention and a GELU-tanh MLP on NumPy arrays of one dtype)."""
+        ln_1, ln_2, mlp = self.ln_1, self.ln_2, self.mlp
+        if not (self.prenorm and self.residual and self.record is None and isinstance(mlp, nn.MLP)
+                and all(isinstance(n, (nn.LayerNorm, nn.RMSNorm)) for n in (ln_1, ln_2))
+                and x.ndim == 3 and x.shape[-1] == ln_1.dim):
+            return False
+        drops = (self.attn.resid_dropout, mlp.dropout, self.mlp_drop)
+        if self.training and any(d.p > 0 for d in drops):
+            return False
+        if any(m._forward_hooks for m in self.modules() if m is not self):
+            return False
+        norms = [p.data for p in ln_1.parameters()] + [p.data for p in ln_2.parameters()]
+        return host_floats(x.data, *norms) and self.attn._fused(x, None) and mlp._fused(x)
 
     def step(self, x, kv_cache, pos: int):
         """forward of one new position per row on raw arrays, eval mode (no graph; see

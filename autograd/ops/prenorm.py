@@ -1,0 +1,87 @@
+"""The pre-norm and the skip of a fused CPU sublayer (ops/mlp.py, ops/self_attention.py):
+out = x + f(norm(x)) in one op, so that a pre-norm block is two graph nodes instead of six.
+
+Shapes: x rows x2 (N, C); the norm is a LayerNorm (centered: mean removed, gain and shift) or
+an RMSNorm (gain) over C, with the row kernels of autograd/ops/norm.py:
+    n = norm(x) = xhat * w + b                  xhat (N, C), rstd (N, 1) and n saved, x not
+Backward, with dn = dL/dn from the sublayer and g = dL/dout:
+    dx = norm_backward(dn) + g,   dw = sum over rows of dn * xhat,   db = sum over rows of dn
+The norm runs over all rows on the calling thread (on the pool only when large, as the norm op
+does), not inside the sublayer's blocks: its many short NumPy passes hold the GIL for most of
+their time, so two threads running them at once queue on it (measured: a 384-row LayerNorm
+takes twice as long on each of two threads as on one alone). In backward it runs after the
+weight-gradient products were deferred, which the workers take meanwhile (they release the
+GIL). The same numbers as the norm op, the sublayer and an add composed: the norm's forward
+and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/
+test_prenorm.py).
+
+A fused sublayer names its parameters (`named_inputs`): the op's inputs are x, then the present
+ones of "norm_w", "norm_b" and its own (w1, b1, ...) in order, and its backward returns their
+gradients in the same order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograd.ops.norm import backward_rows, layer_norm_array, rms_norm_array
+
+
+def named_inputs(norm, **params) -> tuple:
+    """(names, tensors) of a fused sublayer's parameters that are present: with `norm` =
+    (centered, weight, bias, eps) (weight and bias Tensors or None) "norm_w" and "norm_b"
+    first, then `params` in their order; None values are left out."""
+    if norm is not None:
+        if not norm[0] and norm[2] is not None:
+            raise ValueError("a fused sublayer's norm: an RMSNorm has no shift (bias), got one")
+        params = {"norm_w": norm[1], "norm_b": norm[2], **params}
+    present = [(n, t) for n, t in params.items() if t is not None]
+    return tuple(n for n, _ in present), tuple(t for _, t in present)
+
+
+def options(norm, residual: bool, names: tuple) -> dict:
+    """The op options that go with named_inputs(norm, ...)'s names."""
+    centered = None if norm is None else bool(norm[0])
+    return dict(names=names, centered=centered, eps=0.0 if norm is None else float(norm[3]),
+                residual=bool(residual))
+
+
+class RowNorm:
+    """The norm in front of a fused sublayer over the rows x2 (N, C) (NumPy float32 or float64),
+    computed on construction by the norm op's own forward: `out` (N, C) is the sublayer's input,
+    xhat (N, C) and rstd (N, 1) what its backward needs; x2 is not kept."""
+
+    def __init__(self, x2, names: tuple, params: tuple, centered: bool, eps: float):
+        p = dict(zip(names, params))
+        self.w, self.centered = p.get("norm_w"), centered
+        if centered:
+            self.out, self.xhat, self.rstd = layer_norm_array(x2, self.w, p.get("norm_b"), eps)
+        else:
+            self.out, self.xhat, self.rstd = rms_norm_array(x2, self.w, eps)
+
+
+def input_grad(node, dn, g2) -> tuple:
+    """(dL/dx (N, C) or None where not needed, {"norm_w": dw, "norm_b": db} of the present ones)
+    of a fused sublayer `node` (attributes norm, names, residual), from dn = dL/d(its first
+    product's input rows) (N, C; None when needs_dn(node) is false) and g2 = dL/dout (N, C):
+    through the norm's backward when there is one, plus g2 with the skip. The caller defers its
+    weight gradients before, so that the workers take them while this runs."""
+    norm, names, needs = node.norm, node.names, node.needs_input_grad
+    if norm is None:
+        dx, grads = dn, {}
+    else:
+        dx = np.empty_like(dn) if needs[0] else None
+        sums = None if dn is None else backward_rows(dn, norm.xhat, norm.rstd, norm.w, norm.centered, dx)
+        parts = (None, None) if sums is None else np.split(sums, 2)
+        grads = {n: (part if needs[1 + names.index(n)] else None)
+                 for n, part in zip(("norm_w", "norm_b"), parts) if n in names}
+    if needs[0] and node.residual:
+        dx += g2
+    return (dx if needs[0] else None), grads
+
+
+def needs_dn(node) -> bool:
+    """Whether `node`'s backward needs dL/d(its first product's input): for dx, or for the
+    gradient of its norm's weight or bias."""
+    names = node.names
+    return node.needs_input_grad[0] or (node.norm is not None and any(
+        node.needs_input_grad[1 + names.index(n)] for n in ("norm_w", "norm_b") if n in names))

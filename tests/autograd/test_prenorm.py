@@ -1,0 +1,206 @@
+"""A fused sublayer with its pre-norm and skip (autograd/ops/prenorm.py: x + f(norm(x)) in one op)
+against the same sublayer composed from the engine's primitive ops, float64, forward and every
+gradient; against the norm op, the plain fused op and an add, bit for bit; finite differences;
+one thread's bits on the pool; where the GPT block takes it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from autograd import Tensor, gradcheck, ops, parallel
+from autograd.ops import causal_attention as ca
+from autograd.ops import mlp as mlp_op
+from autograd.ops import self_attention as sa
+from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
+from tests.autograd.test_fused import assert_same, layer_norm_ref, rms_norm_ref
+from tests.autograd.test_mlp import _composed as mlp_composed
+from tests.autograd.test_self_attention import H, _composed as attn_composed
+
+RNG = np.random.default_rng(17)
+EPS = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of a few rows (MLP) and query blocks of 16 rows from T = 32 on (attention), so that
+    small tests cut several."""
+    monkeypatch.setattr(mlp_op, "MIN_ROWS", 3)
+    monkeypatch.setattr(mlp_op, "BLOCK_ELEMENTS", 16)
+    monkeypatch.setattr(ca, "MIN_ROWS", 16)
+
+
+def _norm_ref(x, w, b, centered):
+    return layer_norm_ref(x, w, b, EPS) if centered else rms_norm_ref(x, w, EPS)
+
+
+def _mlp_arrays(B, T, C, Hd=10):
+    return [RNG.standard_normal((B, T, C)), 1 + 0.3 * RNG.standard_normal(C), RNG.standard_normal(C),
+            RNG.standard_normal((C, Hd)), RNG.standard_normal(Hd), RNG.standard_normal((Hd, C)),
+            RNG.standard_normal(C)]
+
+
+def _attn_arrays(B, T, C):
+    return [RNG.standard_normal((B, T, C)), 1 + 0.3 * RNG.standard_normal(C), RNG.standard_normal(C),
+            0.5 * RNG.standard_normal((C, 3 * C)), RNG.standard_normal(3 * C),
+            0.5 * RNG.standard_normal((C, C)), RNG.standard_normal(C)]
+
+
+def _fused(kind, centered, residual=True, norm_bias=True):
+    """fn(x, nw, nb, w1, b1, w2, b2) -> the fused op with its norm (and, with residual, skip)."""
+    def fn(x, nw, nb, w1, b1, w2, b2):
+        norm = (centered, nw, nb if norm_bias and centered else None, EPS)
+        if kind == "mlp":
+            return mlp_op.gelu_mlp(x, w1, b1, w2, b2, norm=norm, residual=residual)
+        return sa.causal_self_attention(x, w1, b1, w2, b2, H, norm=norm, residual=residual)
+    return fn
+
+
+def _composed(kind, centered, residual=True, norm_bias=True):
+    """The same from primitives: the norm composed, then the sublayer composed, then the add."""
+    f = mlp_composed if kind == "mlp" else attn_composed
+
+    def fn(x, nw, nb, w1, b1, w2, b2):
+        out = f(_norm_ref(x, nw, nb if norm_bias and centered else None, centered), w1, b1, w2, b2)
+        return x + out if residual else out
+    return fn
+
+
+def _arrays(kind, B, T, C):
+    return _mlp_arrays(B, T, C) if kind == "mlp" else _attn_arrays(B, T, C)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize("residual", [True, False])
+def test_prenorm_sublayer_equals_the_composed_one(kind, centered, residual):
+    arrays = _arrays(kind, 3, 33, 6)
+    grads = range(7) if centered else [0, 1, 3, 4, 5, 6]      # an RMSNorm has no shift
+    assert_same(_fused(kind, centered, residual), _composed(kind, centered, residual), arrays,
+                rtol=1e-9, atol=1e-11, grad_inputs=grads)
+
+
+@settings(max_examples=15, deadline=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 40), C=st.sampled_from([2, 4, 6]),
+       kind=st.sampled_from(["mlp", "attention"]), norm_bias=st.booleans())
+def test_prenorm_sublayer_equals_the_composed_one_over_shapes(B, T, C, kind, norm_bias):
+    assert_same(_fused(kind, True, True, norm_bias), _composed(kind, True, True, norm_bias),
+                _arrays(kind, B, T, C), rtol=1e-9, atol=1e-11,
+                grad_inputs=[i for i in range(7) if norm_bias or i != 2])
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind):
+    """The norm's forward and backward are the norm op's own, the sublayer's the plain fused
+    op's, the skip the add's: float32, every output and gradient the same bits."""
+    plain = mlp_op.gelu_mlp if kind == "mlp" else (lambda x, *p: sa.causal_self_attention(x, *p, H))
+
+    def separate(x, nw, nb, w1, b1, w2, b2):
+        return x + plain(ops.layer_norm(x, nw, nb, eps=EPS), w1, b1, w2, b2)
+
+    results = []
+    arrays = [a.astype(np.float32) for a in _arrays(kind, 4, 40, 8)]
+    seed = RNG.standard_normal((4, 40, 8)).astype(np.float32)
+    for fn in (_fused(kind, True), separate):
+        ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+        out = fn(*ts)
+        out.backward(seed)
+        results.append([out.data] + [t.grad for t in ts])
+    for i, (a, b) in enumerate(zip(*results)):
+        np.testing.assert_array_equal(a, b, err_msg="output" if i == 0 else f"gradient of input {i - 1}")
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+def test_prenorm_sublayer_gradients_of_some_inputs_only(kind):
+    arrays = _arrays(kind, 2, 9, 4)
+    for grads in ([1, 2], [2, 5], [0]):                     # the norm's alone; x alone
+        assert_same(_fused(kind, True), _composed(kind, True), arrays, rtol=1e-9, atol=1e-11,
+                    grad_inputs=grads)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+@pytest.mark.parametrize("centered", [True, False])
+def test_prenorm_sublayer_passes_a_finite_difference_check(kind, centered):
+    ts = [Tensor(a, requires_grad=i != 2 or centered)      # an RMSNorm has no shift
+          for i, a in enumerate(_arrays(kind, 2, 33 if kind == "attention" else 3, 4))]
+    assert gradcheck(_fused(kind, centered), ts)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+def test_prenorm_sublayer_on_the_pool_gives_one_threads_bits(kind, monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
+    monkeypatch.setattr(parallel, "GEMM_MIN_FLOPS", 16)
+    monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)     # the norm in several row blocks too
+    arrays = [a.astype(np.float32) for a in _arrays(kind, 5, 40, 8)]
+    seed = RNG.standard_normal((5, 40, 8)).astype(np.float32)
+    assert_same_bits_on_one_thread_and_two(_fused(kind, True), arrays, seed)
+
+
+def test_residual_needs_as_many_outputs_as_inputs_and_an_rms_norm_no_shift():
+    x, nw, nb, w1, b1, _, _ = (Tensor(a) for a in _mlp_arrays(1, 2, 4))
+    with pytest.raises(ValueError, match="residual needs Cout = C"):
+        mlp_op.gelu_mlp(x, w1, b1, Tensor(np.ones((10, 3))), None, residual=True)
+    with pytest.raises(ValueError, match="RMSNorm has no shift"):
+        mlp_op.gelu_mlp(x, w1, b1, Tensor(np.ones((10, 4))), None, norm=(False, nw, nb, EPS))
+
+
+# ---- where the GPT block takes it ------------------------------------------------------------
+def _block(**overrides):
+    import nn
+    from gpt.model.block import Block
+    from gpt.model.config import GPTConfig
+
+    cfg = dict(vocab_size=16, block_size=40, n_layer=1, n_head=2, n_embd=8, dropout=0.0)
+    cfg.update(overrides)
+    rope = nn.RotaryEmbedding(4, 40) if cfg.get("pos") == "rope" else None   # as GPT gives it
+    return Block(GPTConfig(**cfg), rope=rope)
+
+
+def _run_block(block, x, seed):
+    """(output, gradient of x, {name: gradient}, fused?) of block(x) seeded with `seed`."""
+    xt = Tensor(x.copy(), requires_grad=True)
+    out = block(xt)
+    fused = _is_fused(out) and isinstance(out._node.parents[0], sa.CausalSelfAttention)
+    out.backward(seed)
+    grads = {n: p.grad for n, p in block.named_parameters()}
+    for p in block.parameters():
+        p.grad = None
+    return out, xt.grad, grads, fused
+
+
+def _is_fused(out) -> bool:
+    return isinstance(out._node, mlp_op.GeluMLP) and out._node.norm is not None
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_block_runs_as_two_fused_ops_with_the_unfused_blocks_bits(norm):
+    """A pre-norm block is two ops, x + attn(ln_1(x)) and x + mlp(ln_2(x)); with a record to fill
+    it runs layer by layer, and both give the same bits."""
+    block = _block(norm=norm)
+    x = RNG.standard_normal((3, 40, 8)).astype(np.float32)
+    seed = RNG.standard_normal((3, 40, 8)).astype(np.float32)
+    fused = _run_block(block, x, seed)
+    assert fused[3]
+    block.record = {}
+    layers = _run_block(block, x, seed)
+    assert not layers[3] and set(block.record) == {"input", "attn_out", "mid", "mlp_out", "output"}
+    np.testing.assert_array_equal(fused[0].data, layers[0].data)
+    np.testing.assert_array_equal(fused[1], layers[1])
+    for name in fused[2]:
+        np.testing.assert_array_equal(fused[2][name], layers[2][name], err_msg=name)
+
+
+def test_block_is_fused_only_where_the_fusion_is_exact():
+    x = Tensor(RNG.standard_normal((2, 12, 8)).astype(np.float32))
+    assert _is_fused(_block()(x))
+    dropped = _block(dropout=0.1)
+    assert not _is_fused(dropped(x))                        # dropout at work while training
+    dropped.eval()
+    assert _is_fused(dropped(x))
+    for other in (_block(prenorm=False), _block(residual=False), _block(mlp="swiglu"), _block(mlp="relu2"),
+                  _block(pos="rope"), _block(qk_norm=True), _block(n_kv_head=1)):
+        assert not _is_fused(other(x))
+    hooked = _block()
+    hooked.ln_2.register_forward_hook(lambda m, a, out: out * 2)
+    assert not _is_fused(hooked(x))
+    assert not _is_fused(_block()(Tensor(x.data.astype(np.float64))))   # weights float32, x float64
