@@ -5,7 +5,8 @@
 
 Model: config (b) of the training issue (6 layers, 6 heads, n_embd 384, vocab 4096), random
 weights, block_size = prompt + the most new tokens asked for (so no window re-prefill happens),
-greedy decoding (temperature 0) from a 16-token prompt. tokens/s counts every generated token
+greedy decoding (temperature 0) from a 16-token prompt, or with --top-k K sampling at
+temperature 1 from the K most likely tokens (seed 0), which adds the sampler's own time. tokens/s counts every generated token
 of the batch; ms/step is the wall time of one decoding step of the whole batch. Each cell is
 the median of --repeats runs ("best ms" the fastest run: on a shared machine the median
 can be dominated by other processes, since 2-thread OpenBLAS stalls badly under contention;
@@ -45,7 +46,7 @@ def sync(device: str) -> None:
 
 
 def time_generate(model, batch: int, prompt_len: int, new: int, use_cache: bool, repeats: int,
-                  device: str) -> tuple[float, float, float]:
+                  device: str, top_k: int | None = None) -> tuple[float, float, float]:
     """(median wall, best wall, median CPU) seconds for generating `new` tokens for `batch` rows.
 
     CPU time (all threads of this process) does not count time spent waiting for a core that
@@ -56,7 +57,10 @@ def time_generate(model, batch: int, prompt_len: int, new: int, use_cache: bool,
     for _ in range(repeats):
         sync(device)
         t0, c0 = time.perf_counter(), time.process_time()
-        generate(model, prompt, new, temperature=0, use_cache=use_cache)
+        if top_k is None:
+            generate(model, prompt, new, temperature=0, use_cache=use_cache)
+        else:
+            generate(model, prompt, new, temperature=1.0, top_k=top_k, seed=0, use_cache=use_cache)
         sync(device)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
@@ -113,6 +117,7 @@ def main() -> None:
                     help="largest new-token count timed without the cache (default 256; it is slow)")
     ap.add_argument("--contexts", default="64,128,256,512,1024", help="context lengths of the sweep")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--top-k", type=int, default=None, help="sample from the top K at temperature 1 instead of greedy")
     ap.add_argument("--quick", action="store_true", help="--new 64,256 --repeats 2 --contexts 64,256,1024")
     args = ap.parse_args()
     if args.quick:
@@ -135,12 +140,13 @@ def main() -> None:
           f"{'cpu ms':>8} {'speedup':>8}")
     for new in news:
         for batch in batches:
-            t_c, b_c, c_c = time_generate(model, batch, args.prompt, new, True, args.repeats, args.device)
+            t_c, b_c, c_c = time_generate(model, batch, args.prompt, new, True, args.repeats, args.device,
+                                          args.top_k)
             print(f"{new:>5} {batch:>5} {'cached':>9} {batch * new / t_c:>10.1f} {1e3 * t_c / new:>9.2f} "
                   f"{1e3 * b_c / new:>8.2f} {1e3 * c_c / new:>8.2f}", flush=True)
             if new <= args.uncached_max:
                 reps = max(1, args.repeats if new <= 64 else args.repeats // 2)
-                t_u, b_u, c_u = time_generate(model, batch, args.prompt, new, False, reps, args.device)
+                t_u, b_u, c_u = time_generate(model, batch, args.prompt, new, False, reps, args.device, args.top_k)
                 print(f"{new:>5} {batch:>5} {'uncached':>9} {batch * new / t_u:>10.1f} {1e3 * t_u / new:>9.2f} "
                       f"{1e3 * b_u / new:>8.2f} {1e3 * c_u / new:>8.2f} {t_u / t_c:>7.1f}x", flush=True)
     print("ms/step: median wall time of one step of the batch; best ms: fastest run; cpu ms: "

@@ -61,6 +61,23 @@ def test_top_k_keeps_exactly_the_k_largest(raw, k):
         assert logits[0, keep].min() >= logits[0, ~keep].max()
 
 
+def _top_k_by_sort(logits, k):
+    """The definition: a stable sort on -logits (ties by id, NaN last), the first k kept."""
+    out = np.array(logits, dtype=np.float64)
+    order = np.argsort(-out, axis=1, kind="stable")
+    np.put_along_axis(out, order[:, k:], -np.inf, axis=1)
+    return out
+
+
+@given(st.lists(st.lists(st.sampled_from([-np.inf, -1.0, 0.0, 0.5, 2.0, np.nan]) | st.floats(-3, 3),
+                         min_size=6, max_size=6), min_size=1, max_size=4),
+       st.integers(1, 6))
+def test_top_k_keeps_the_same_tokens_as_a_stable_sort(rows, k):
+    # few distinct values: ties at the k-th value, rows of -inf, NaNs and fewer than k numbers
+    logits = np.asarray(rows, dtype=np.float64)
+    np.testing.assert_array_equal(S.top_k_filter(logits, k), _top_k_by_sort(logits, k))
+
+
 def test_top_k_one_equals_greedy_for_every_seed_and_temperature():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(16, 50))
