@@ -6,8 +6,9 @@
 Model: config (b) of the training issue (6 layers, 6 heads, n_embd 384, vocab 4096), random
 weights, block_size = prompt + the most new tokens asked for (so no window re-prefill happens),
 greedy decoding (temperature 0) from a 16-token prompt, or with --top-k K sampling at
-temperature 1 from the K most likely tokens (seed 0), which adds the sampler's own time. tokens/s counts every generated token
-of the batch; ms/step is the wall time of one decoding step of the whole batch. Each cell is
+temperature 1 from the K most likely tokens (seed 0), which adds the sampler's own time.
+tokens/s counts every generated token of the batch; ms/step is the wall time of one decoding
+step of the whole batch. Each cell is
 the median of --repeats runs ("best ms" the fastest run: on a shared machine the median
 can be dominated by other processes, since 2-thread OpenBLAS stalls badly under contention;
 OPENBLAS_NUM_THREADS=1 in the environment makes small decode matmuls immune to that). The
