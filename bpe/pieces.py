@@ -17,8 +17,8 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 from __future__ import annotations
 
 import gc
-from collections import deque
-from itertools import chain, compress
+from collections import defaultdict, deque
+from itertools import chain, compress, islice
 
 import numpy as np
 
@@ -42,7 +42,15 @@ def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
     return tuple(merge_small(ranks, b) if len(b) < LONG_PIECE else byte_pair_encode(ranks, b))
 
 
-class PieceCache(dict):
+class _Room:
+    def make_room(self, n: int) -> None:
+        """Back to the tokens when ``n`` more pieces would pass the limit."""
+        if len(self) + n > CACHE_LIMIT + len(self.base):
+            self.clear()
+            self.update(self.base)
+
+
+class PieceCache(_Room, dict):
     """piece -> tuple of ids; a missing piece is merged, remembered and returned."""
 
     def __init__(self, ranks: dict[bytes, int]):
@@ -57,17 +65,8 @@ class PieceCache(dict):
         self.base = base
         self.update(base)
         self.missed = 0  # pieces merged by __missing__
-        # While batching: each new piece -> the list that stands for its ids until the batch is
-        # merged (also in the cache, so that the piece's later occurrences find the same list).
-        self.pending: dict[str, list[int]] | None = None
 
-    def __missing__(self, piece: str) -> tuple[int, ...] | list[int]:
-        if self.pending is not None and len(piece) < BATCH_MAX_BYTES:
-            held = self.pending.get(piece)  # the piece is pending but the cache was emptied since
-            if held is None:
-                held = self.pending[piece] = []
-            self[piece] = held
-            return held
+    def __missing__(self, piece: str) -> tuple[int, ...]:
         self.missed += 1
         ids = _merge_one(self.ranks, piece)
         if len(piece) <= MAX_CACHED_PIECE:
@@ -75,11 +74,23 @@ class PieceCache(dict):
             self[piece] = ids
         return ids
 
-    def make_room(self, n: int) -> None:
-        """Back to the tokens when ``n`` more pieces would pass the limit."""
-        if len(self) + n > CACHE_LIMIT + len(self.base):
-            self.clear()
-            self.update(self.base)
+
+class BatchCache(_Room, defaultdict):
+    """The piece cache while batching: a missing piece gets an empty list (in C: no Python code
+    per new piece) that stands for its ids until its batch is merged, and its later occurrences
+    find the same list. The pieces added since the last batch are the last ``pending`` keys."""
+
+    def __init__(self, cache: PieceCache):
+        super().__init__(list, cache)
+        self.base = cache.base
+        self.settled = len(self)  # keys before the pending ones
+
+    @property
+    def pending(self) -> int:
+        return len(self) - self.settled
+
+    def pending_pieces(self) -> list[str]:
+        return list(islice(reversed(self), self.pending))
 
 
 class PieceEncoder:
@@ -96,6 +107,8 @@ class PieceEncoder:
     def clear(self) -> None:
         """Empty the piece cache (back to the tokens that are whole UTF-8 text)."""
         self.cache = PieceCache(self.ranks)
+        if self._table:
+            self.cache = BatchCache(self.cache)
 
     def __call__(self, text: str) -> list[int]:
         if len(text) <= ENCODE_BLOCK or not gc.isenabled():
@@ -117,9 +130,13 @@ class PieceEncoder:
         if self._table:
             self._batched(blocks, out)
             return out
+        done = 0
         for block in blocks:
             out += chain.from_iterable(map(cache.__getitem__, find(block)))
-            if self._table is None and cache.missed >= self.table_after and self._token_table():
+            done += len(block)
+            # Worth it once the pieces merged one by one, projected over the whole text at the rate
+            # seen so far, reach table_after.
+            if self._table is None and cache.missed * len(text) >= self.table_after * done and self._token_table():
                 self._batched(blocks, out)
                 break
         return out
@@ -127,22 +144,19 @@ class PieceEncoder:
     def _batched(self, blocks, out: list[int]) -> None:
         """Encode ``blocks`` onto ``out``, new pieces merged together (see the module docstring)."""
         cache, find = self.cache, self.findall
-        pending = cache.pending = {}
         wait: list = []  # the id tuples (and pending lists) of the blocks that wait
         n_chars = 0
         try:
             for block in blocks:
                 wait += map(cache.__getitem__, find(block))
                 n_chars += len(block)
-                if not pending or len(pending) >= BATCH_TARGET or n_chars >= WAIT_CHARS:
+                if not cache.pending or cache.pending >= BATCH_TARGET or n_chars >= WAIT_CHARS:
                     self._flush(wait, out)
                     n_chars = 0
             self._flush(wait, out)
         finally:
-            for piece, held in pending.items():  # an error left them: no list may stay in the cache
-                if cache.get(piece) is held:
-                    del cache[piece]
-            cache.pending = None
+            for piece in cache.pending_pieces():  # an error left them: no list may stay in the cache
+                del cache[piece]
 
     def _blocks(self, text: str):
         """``text`` in blocks of about ENCODE_BLOCK characters cut at chunk boundaries."""
@@ -157,22 +171,25 @@ class PieceEncoder:
             pos = end
 
     def _flush(self, wait: list, out: list[int]) -> None:
-        """Merge the pending pieces together, fill their lists and put them in the cache, then move
-        the waiting ids onto ``out``."""
-        cache, pending = self.cache, self.cache.pending
-        if pending:
-            merged = self._merge_new(list(pending))
-            cache.make_room(len(merged))
+        """Merge the pending pieces together, fill their lists and put their ids in the cache, then
+        move the waiting ids onto ``out``."""
+        cache = self.cache
+        if cache.pending:
+            new = cache.pending_pieces()
+            merged = self._merge_new(new)
+            deque(map(list.extend, map(cache.__getitem__, new), map(merged.__getitem__, new)), maxlen=0)
             cache.update(merged)
-            deque(map(list.extend, pending.values(), map(merged.__getitem__, pending)), maxlen=0)
-            pending.clear()
+            for piece in new:
+                if len(piece) > MAX_CACHED_PIECE:  # a rare huge piece is not worth its memory
+                    del cache[piece]
+            cache.make_room(0)
+            cache.settled = len(cache)
         out += chain.from_iterable(wait)
         wait.clear()
 
     def _merge_new(self, pieces: list[str]) -> dict[str, tuple[int, ...]]:
-        """Ids of distinct pieces, but those too long to be cached: merged by NumPy together, the
-        long ones (and all of them when they hold escaped bytes, whose byte counts differ) one
-        by one."""
+        """Ids of distinct pieces: merged by NumPy together, the long ones (and all of them when
+        they hold escaped bytes, whose byte counts differ) one by one."""
         ranks = self.ranks
         joined = "".join(pieces)
         try:
@@ -180,7 +197,7 @@ class PieceEncoder:
         except UnicodeEncodeError:
             data = None
         if data is None or len(pieces) < BATCH_MIN:
-            return {p: _merge_one(ranks, p) for p in pieces if len(p) <= MAX_CACHED_PIECE}
+            return {p: _merge_one(ranks, p) for p in pieces}
         ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
         if len(data) != len(joined):  # the byte where each character starts, then each piece
             first = np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)
@@ -189,7 +206,7 @@ class PieceEncoder:
         out = {}
         if sizes.max() >= BATCH_MAX_BYTES or sizes.min() == 0:
             keep = (sizes < BATCH_MAX_BYTES) & (sizes > 0)
-            out = {p: _merge_one(ranks, p) for p in compress(pieces, (~keep).tolist()) if len(p) <= MAX_CACHED_PIECE}
+            out = {p: _merge_one(ranks, p) for p in compress(pieces, (~keep).tolist())}
             pieces = list(compress(pieces, keep.tolist()))
             sizes, ends = sizes[keep], ends[keep]
         # Longest first (merge_pieces reads only the front that is still merging): the bytes are
@@ -206,9 +223,11 @@ class PieceEncoder:
         return out
 
     def _token_table(self) -> TokenTable | bool:
-        """Build the token table (False when it cannot be built for these ranks)."""
+        """Build the token table and start batching (False when it cannot be built for these ranks)."""
         try:
             self._table = TokenTable(self.ranks)
         except ValueError:
             self._table = False
+            return False
+        self.cache = BatchCache(self.cache)
         return self._table

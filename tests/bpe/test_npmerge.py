@@ -148,6 +148,7 @@ def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_ba
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     data = ("x" * 300 + " " + "é" * 80 + " ").encode() + b"\xff\xfe caf\xe9 " + corpus_texts[2].encode()
     assert fresh.decode_bytes(fresh.encode_bytes(data)) == data
+    assert max(map(len, fresh._ordinary.cache)) <= bpe.pieces.MAX_CACHED_PIECE  # "x" * 300 is not kept
     text = corpus_texts[1] + PROSE + "aaaa" * 40
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
@@ -170,7 +171,7 @@ def test_an_error_while_batching_leaves_no_pending_piece_in_the_cache(tok4, alwa
         fresh.encode_ordinary(text)
     enc.findall = real
     assert len(enc.cache) > len(enc.cache.base)  # blocks were encoded before the error
-    assert not [p for p, ids in enc.cache.items() if isinstance(ids, list)]
+    assert not [p for p, ids in enc.cache.items() if isinstance(ids, list)] and not enc.cache.pending
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
 
