@@ -51,11 +51,14 @@ def cpu_seconds() -> float:
     return time.process_time() + t.children_user + t.children_system
 
 
-def measure(fn):
-    """(wall seconds, CPU seconds, result) of one call."""
-    w, c = time.perf_counter(), cpu_seconds()
+def measure(fn, children: bool = True):
+    """(wall seconds, CPU seconds, result) of one call. ``children=False`` counts this process
+    alone: encoding starts no process, and children reaped meanwhile (earlier trainers' counting
+    workers, when the collector finalizes them) are not its time."""
+    cpu = cpu_seconds if children else time.process_time
+    w, c = time.perf_counter(), cpu()
     out = fn()
-    return time.perf_counter() - w, cpu_seconds() - c, out
+    return time.perf_counter() - w, cpu() - c, out
 
 
 def med(pairs, i):
@@ -166,16 +169,16 @@ def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, token
     ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     for _ in range(args.encode_repeat):
         fresh = Tokenizer(ranks, pattern, specials)
-        w, c, out = measure(lambda: fresh.encode_ordinary(text))
+        w, c, out = measure(lambda: fresh.encode_ordinary(text), children=False)
         cells["cold"].append((w, c))
         assert out == ids
-        cells["warm"].append(measure(lambda: warm.encode_ordinary(text))[:2])
+        cells["warm"].append(measure(lambda: warm.encode_ordinary(text), children=False)[:2])
         if enc is not None:
-            w, c, out = measure(lambda: enc.encode_ordinary(text))
+            w, c, out = measure(lambda: enc.encode_ordinary(text), children=False)
             cells["tt"].append((w, c))
             assert out == ids, f"tiktoken and bpe disagree on the {kind} text"
-        if hf is not None:
-            cells["hf"].append(measure(lambda: [hf.encode(d).ids for d in docs])[:2])  # whole text: quadratic
+        if hf is not None:  # per document: the whole text is quadratic for it
+            cells["hf"].append(measure(lambda: [hf.encode(d).ids for d in docs], children=False)[:2])
         if args.batch:
             fresh = Tokenizer(ranks, pattern, specials)
             cells["batch"].append(measure(lambda: fresh.encode_batch(docs, workers=args.workers))[:2])
