@@ -11,13 +11,15 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 - together, by ``npmerge`` in NumPy, once it has merged about as many one by one as building the
   token table that batch merging needs costs (``table_after``): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
-  BATCH_TARGET new pieces are pending; those are merged in one batch, their lists filled with
-  their ids, and the waiting ids joined (``chain`` reads a filled list as it reads a tuple).
+  BATCH_TARGET new pieces are pending; those are merged in one batch into their lists (which
+  the cache keeps as their ids), and the waiting ids are joined (``chain`` reads a filled list
+  as it reads a tuple).
 """
 from __future__ import annotations
 
 import gc
 from collections import defaultdict, deque
+from functools import partial
 from itertools import chain, compress, islice
 
 import numpy as np
@@ -77,8 +79,8 @@ class PieceCache(_Room, dict):
 
 class BatchCache(_Room, defaultdict):
     """The piece cache while batching: a missing piece gets an empty list (in C: no Python code
-    per new piece) that stands for its ids until its batch is merged, and its later occurrences
-    find the same list. The pieces added since the last batch are the last ``pending`` keys."""
+    per new piece) that its later occurrences find too, and that is filled with its ids when its
+    batch is merged. The pieces added since the last batch are the last ``pending`` keys."""
 
     def __init__(self, cache: PieceCache):
         super().__init__(list, cache)
@@ -171,43 +173,42 @@ class PieceEncoder:
             pos = end
 
     def _flush(self, wait: list, out: list[int]) -> None:
-        """Merge the pending pieces together, fill their lists and put their ids in the cache, then
-        move the waiting ids onto ``out``."""
+        """Merge the pending pieces together into their lists (which the cache keeps as their ids),
+        then move the waiting ids onto ``out``."""
         cache = self.cache
         if cache.pending:
             new = cache.pending_pieces()
-            merged = self._merge_new(new)
-            deque(map(list.extend, map(cache.__getitem__, new), map(merged.__getitem__, new)), maxlen=0)
-            cache.update(merged)
-            for piece in new:
-                if len(piece) > MAX_CACHED_PIECE:  # a rare huge piece is not worth its memory
-                    del cache[piece]
+            self._fill(new, list(map(cache.__getitem__, new)))
+            for piece in compress(new, map(MAX_CACHED_PIECE.__lt__, map(len, new))):
+                del cache[piece]  # a rare huge piece is not worth its memory
             cache.make_room(0)
             cache.settled = len(cache)
         out += chain.from_iterable(wait)
         wait.clear()
 
-    def _merge_new(self, pieces: list[str]) -> dict[str, tuple[int, ...]]:
-        """Ids of distinct pieces: merged by NumPy together, the long ones (and all of them when
-        they hold escaped bytes, whose byte counts differ) one by one."""
-        ranks = self.ranks
+    def _fill(self, pieces: list[str], lists: list[list[int]]) -> None:
+        """Extend each list with the ids of its piece (the pieces distinct): merged by NumPy
+        together, the long ones (and all of them when they hold escaped bytes, whose byte counts
+        differ) one by one."""
+        one_by_one = partial(_merge_one, self.ranks)
         joined = "".join(pieces)
         try:
             data = joined.encode("utf-8")
         except UnicodeEncodeError:
             data = None
         if data is None or len(pieces) < BATCH_MIN:
-            return {p: _merge_one(ranks, p) for p in pieces}
+            deque(map(list.extend, lists, map(one_by_one, pieces)), maxlen=0)
+            return
         ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
         if len(data) != len(joined):  # the byte where each character starts, then each piece
             first = np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)
             ends = np.append(first, len(data))[ends]
         sizes = np.diff(ends, prepend=0)
-        out = {}
         if sizes.max() >= BATCH_MAX_BYTES or sizes.min() == 0:
             keep = (sizes < BATCH_MAX_BYTES) & (sizes > 0)
-            out = {p: _merge_one(ranks, p) for p in compress(pieces, (~keep).tolist())}
-            pieces = list(compress(pieces, keep.tolist()))
+            alone = (~keep).tolist()
+            deque(map(list.extend, compress(lists, alone), map(one_by_one, compress(pieces, alone))), maxlen=0)
+            lists = list(compress(lists, keep.tolist()))
             sizes, ends = sizes[keep], ends[keep]
         # Longest first (merge_pieces reads only the front that is still merging): the bytes are
         # gathered piece by piece in that order.
@@ -216,11 +217,10 @@ class PieceEncoder:
         np.cumsum(sizes[order], out=starts[1:])
         src = np.repeat(ends[order] - starts[1:], sizes[order]) + np.arange(starts[-1])
         counts, ids = merge_pieces(self._table, np.frombuffer(data, np.uint8)[src], starts)
-        flat = tuple(ids.tolist())  # a slice of a tuple is the tuple the cache holds
+        flat = ids.tolist()
         stop = np.cumsum(counts).tolist()
-        tuples = map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))
-        out.update(zip(map(pieces.__getitem__, order.tolist()), tuples))
-        return out
+        parts = map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))
+        deque(map(list.extend, map(lists.__getitem__, order.tolist()), parts), maxlen=0)
 
     def _token_table(self) -> TokenTable | bool:
         """Build the token table and start batching (False when it cannot be built for these ranks)."""

@@ -154,7 +154,7 @@ def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_ba
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
 
 
-def test_an_error_while_batching_leaves_no_pending_piece_in_the_cache(tok4, always_batch, corpus_texts):
+def test_an_error_while_batching_leaves_no_unfilled_list_in_the_cache(tok4, always_batch, corpus_texts):
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
     enc, real = fresh._ordinary, fresh._ordinary.findall
     blocks = []
@@ -171,7 +171,7 @@ def test_an_error_while_batching_leaves_no_pending_piece_in_the_cache(tok4, alwa
         fresh.encode_ordinary(text)
     enc.findall = real
     assert len(enc.cache) > len(enc.cache.base)  # blocks were encoded before the error
-    assert not [p for p, ids in enc.cache.items() if isinstance(ids, list)] and not enc.cache.pending
+    assert not [p for p, ids in enc.cache.items() if not ids] and not enc.cache.pending  # none left unfilled
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
 
