@@ -66,3 +66,15 @@ def test_contractions_follow_regexs_case_folding():
 def test_custom_patterns_run_under_regex():
     assert twin(r"\p{L}+|\s+|.") is None
     assert chunk_finder(r"\p{L}+|\s+|.")("héllo 字!") == ["héllo", " ", "字", "!"]
+
+
+@given(text=st.text(max_size=40) | st.lists(st.sampled_from(["a", "é", "Ж", "字", "🎉", "\U0010ffff", "\uffff"]),
+                                            max_size=20).map("".join))
+def test_has_astral_says_whether_a_character_is_above_the_plane(text):
+    from bpe.split import has_astral
+
+    want = any(ord(c) > 0xFFFF for c in text)
+    assert has_astral(text) == want
+    if "\0" not in text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
+        type(text, (), {})  # CPython caches the name's UTF-8 copy, which sys.getsizeof counts
+        assert has_astral(text) == want
