@@ -26,8 +26,13 @@ _SINGLE = [bytes([i]) for i in range(256)]
 
 def merge_small(ranks: dict[bytes, int], b: bytes) -> list[int]:
     """Token ids of piece ``b`` (any length; quadratic, meant for short pieces)."""
+    return list(map(ranks.__getitem__, merge_parts(ranks, list(map(_SINGLE.__getitem__, b)))))
+
+
+def merge_parts(ranks: dict[bytes, int], parts: list[bytes]) -> list[bytes]:
+    """The final parts of a piece whose merging has reached ``parts`` (tokens, in order; changed in
+    place and returned)."""
     get = ranks.get
-    parts = list(map(_SINGLE.__getitem__, b))
     # pr[i]: rank of joining parts i and i+1 (_INF when that is not a token)
     pr = list(map(get, map(add, parts, parts[1:]), repeat(_INF)))
     while pr:
@@ -41,7 +46,7 @@ def merge_small(ranks: dict[bytes, int], b: bytes) -> list[int]:
             pr[i - 1] = get(parts[i - 1] + parts[i], _INF)
         if i < len(pr):
             pr[i] = get(parts[i] + parts[i + 1], _INF)
-    return list(map(ranks.__getitem__, parts))
+    return parts
 
 
 def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:

@@ -12,18 +12,23 @@ each round every piece that still holds a joinable pair joins its lowest-rank pa
 of equal ranks), which is the step tiktoken takes next on that piece; a piece is finished when
 it holds none. The parts of a piece are spans of its bytes, and two neighbours can be joined
 exactly when the span they cover together is a token. A round is a few array operations over the
-pieces still merging, so the interpreter's cost of a round is shared by all of them.
+pieces still merging, so the interpreter's cost of a round is shared by all of them; once no
+more than TAIL pieces are left merging (the longest ones, whose last rounds would serve only
+them), they finish in Python from the parts they have reached (``bytepair.merge_parts``).
 """
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .bytepair import merge_parts
+
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
 _MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of key * _MUL pick the place
 _LOW32 = (1 << 32) - 1
 _INF_KEY = INF << 32
+TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 16  # bytes: tokens and spans up to this long are compared as two 64-bit words in NumPy
 _ONES = 0xFFFFFFFFFFFFFFFF
 # The masks that keep the first L bytes (0..16) of a span's two big-endian words.
@@ -172,7 +177,8 @@ def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
         best = np.minimum.reduceat(key[:starts[live_end]], seg[:live_end])
         rank = best >> 32
         live = np.flatnonzero(rank != INF)
-        if not live.size:
+        if live.size <= TAIL:
+            _finish(table, raw, live, starts, tok, nxt, alive)
             break
         live_end = int(live[-1]) + 1
         at = best[live] & _LOW32
@@ -198,3 +204,20 @@ def _relink(table: TokenTable, raw: bytes, words: np.ndarray, at, stop, end, key
     key[at] = _INF_KEY | at
     key[a_r] = new[: a_r.size] << 32 | a_r
     key[b_l] = new[a_r.size:] << 32 | b_l
+
+
+def _finish(table: TokenTable, raw: bytes, pieces: np.ndarray, starts, tok, nxt, alive) -> None:
+    """Merge ``pieces`` (indexes) to the end in Python, from the parts they have reached."""
+    ranks = table.ranks
+    for j in pieces.tolist():
+        s, e = int(starts[j]), int(starts[j + 1])
+        ends = nxt[s:e].tolist()
+        parts, p = [], s
+        while p < e:
+            parts.append(raw[p:ends[p - s]])
+            p = ends[p - s]
+        alive[s:e] = False
+        for part in merge_parts(ranks, parts):
+            alive[s] = True
+            tok[s] = ranks[part]
+            s += len(part)

@@ -86,13 +86,22 @@ def test_tokens_whose_hashes_collide_are_merged_one_by_one(tok4, monkeypatch, co
 
 
 @settings(max_examples=200, deadline=None)
-@given(batch=pieces)
-def test_batch_merge_equals_the_one_by_one_merge(tok4, odd_ranks, batch):
-    for ranks in (tok4.mergeable_ranks, odd_ranks):
-        assert by_batch(TokenTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
+@given(batch=pieces, tail=st.sampled_from([0, 3, 1 << 30]))
+def test_batch_merge_equals_the_one_by_one_merge(tok4, odd_ranks, batch, tail):
+    """In NumPy to the end (tail 0), the last few pieces in Python, or all of them in Python."""
+    import bpe.npmerge
+
+    old, bpe.npmerge.TAIL = bpe.npmerge.TAIL, tail
+    try:
+        for ranks in (tok4.mergeable_ranks, odd_ranks):
+            assert by_batch(TokenTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
+    finally:
+        bpe.npmerge.TAIL = old
 
 
-def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_texts):
+@pytest.mark.parametrize("tail", [0, 32])
+def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_texts, monkeypatch, tail):
+    monkeypatch.setattr("bpe.npmerge.TAIL", tail)
     tok = Tokenizer.from_tiktoken(cl100k_path)
     ranks = tok.mergeable_ranks
     batch = sorted({p.encode() for t in corpus_texts for p in tok._ordinary.findall(t)} - set(ranks))
