@@ -171,8 +171,12 @@ def drain() -> None:
 
 GEMM_MIN_FLOPS = 1 << 26   # smaller products run as one BLAS call (a decode step's never split)
 # Larger ones run as this many blocks (whatever the thread count, so that a run on one thread
-# and a run on two compute every number alike: exact resume does not depend on the load).
-GEMM_PARTS = 8
+# and a run on two compute every number alike: exact resume does not depend on the load). Four,
+# not eight: thinner blocks cost more than the balance they buy (a weight gradient of config
+# (a), 128 x 768 @ 768 x 512, runs at 118 GFLOP/s in 8 column blocks and 130 in 2; a step's
+# backward 0.3-0.6 ms faster with 4 than 8, config (b)'s step 2-4%); a step's deferred weight
+# gradients are a dozen tasks or more, which still spread across a slowed core.
+GEMM_PARTS = 4
 
 
 def matmul(a, b, out=None):
