@@ -68,9 +68,10 @@ def torch_gpt(torch, C: int, H: int, L: int, V: int, T: int, attention: str = "s
     return GPT()
 
 
-def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
+def build_torch_step(c: dict, threads: int, attention: str = "sdpa", mark=None):
     """(step(x, y) -> loss float, n_params) for config dict `c` (bench_train.CONFIGS) on
-    `threads` intra-op threads; x, y are int64 NumPy arrays (B, T)."""
+    `threads` intra-op threads; x, y are int64 NumPy arrays (B, T). `mark(phase)`, when given,
+    is called at the start and at the end of each phase (bench_train.PHASES)."""
     torch = importlib.import_module("torch")
     torch.set_num_threads(threads)
     C, H, L, V, T = c["n_embd"], c["n_head"], c["n_layer"], c["vocab_size"], c["block_size"]
@@ -81,13 +82,20 @@ def build_torch_step(c: dict, threads: int, attention: str = "sdpa"):
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99))
+    mark = mark or (lambda phase: None)
 
     def step(x, y):
+        mark("start")
         loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        mark("forward")
         loss.backward()
+        mark("backward")
         torch.nn.utils.clip_grad_norm_(params, 1.0)
+        mark("clip")
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return float(loss.item())
+        value = float(loss.item())
+        mark("optimizer")
+        return value
 
     return step, sum(p.numel() for p in params)

@@ -68,27 +68,54 @@ def build(name: str, device: str):
     return cfg, model, opt
 
 
-def make_step(model, opt, device: str):
-    """step(x, y) -> loss float: forward, backward, clip_grad_norm 1.0, AdamW, zero_grad."""
+def make_step(model, opt, device: str, mark=None):
+    """step(x, y) -> loss float: forward, backward, clip_grad_norm 1.0, AdamW, zero_grad.
+    `mark(phase)`, when given, is called at the start and at the end of each phase (PHASES)."""
     from autograd import backend
     from nn.optim import clip_grad_norm
 
     params = list(model.parameters())
+    mark = mark or (lambda phase: None)
 
     def step(x, y):
         if device != "cpu":
             x, y = backend.to_device(x, device), backend.to_device(y, device)
+        mark("start")
         _, loss = model(x, y)
+        mark("forward")
         loss.backward()
+        mark("backward")
         clip_grad_norm(params, 1.0)
+        mark("clip")
         opt.step()
         opt.zero_grad()
         value = float(loss.item())
         if device != "cpu":
             backend.cupy_module().cuda.Device().synchronize()
+        mark("optimizer")
         return value
 
     return step
+
+
+PHASES = ("forward", "backward", "clip", "optimizer")
+
+
+class PhaseClock:
+    """A step's `mark`: records (phase, time) marks; `medians()` -> {phase: median ms}."""
+
+    def __init__(self):
+        self.marks: list = []
+
+    def __call__(self, phase: str) -> None:
+        self.marks.append((phase, time.perf_counter()))
+
+    def medians(self) -> dict:
+        per = {p: [] for p in PHASES}
+        for (_, t0), (phase, t1) in zip(self.marks, self.marks[1:]):
+            if phase in per:
+                per[phase].append(t1 - t0)
+        return {p: statistics.median(v) * 1e3 for p, v in per.items() if v}
 
 
 def batches_for(name: str, n: int = 4) -> list:
@@ -227,6 +254,7 @@ def speed_tables(args) -> None:
     from gpt.training.threads import choose_threads, free_cores
 
     torch = torch_module() if args.device == "cpu" and not args.no_torch else None
+    phases: list = []
     for load in (int(v) for v in args.load.split(",")):
         loops = busy_loops(load)
         try:
@@ -246,12 +274,16 @@ def speed_tables(args) -> None:
                 reps = args.steps_a if name == "a" else args.steps_b
                 t = timed(steps, batches_for(name), reps, args.warmup, tuple(p.pid for p in loops), args.gap)
                 _row(name, t)
+                if args.phases:
+                    phases.append((load, name, _phases(name, args, torch is not None, ours, theirs)))
                 del steps
         finally:
             for p in loops:
                 p.kill()
                 p.wait()
     print(f"\nload average after: {_loadavg()}")
+    if phases:
+        _print_phases(phases)
     if args.memory and args.device == "cpu":
         print("\n| config | ours peak MiB | PyTorch peak MiB | ratio |\n|---|---|---|---|")
         for name in args.configs:
@@ -259,6 +291,31 @@ def speed_tables(args) -> None:
             theirs = peak_memory("torch", name, args.threads or 2) if torch is not None else None
             ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
             print(f"| ({name}) | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
+
+
+def _phases(name: str, args, with_torch: bool, ours: int, theirs: int) -> dict:
+    """{framework: {phase: median ms}} of args.phase_steps more interleaved steps of `name`,
+    each phase timed (the same threads and gap as the table's steps)."""
+    from _torch_train import build_torch_step
+
+    clocks = {"ours": PhaseClock()}
+    steps = {"ours": make_step(*build(name, args.device)[1:], args.device, mark=clocks["ours"])}
+    if with_torch:
+        clocks["torch"] = PhaseClock()
+        steps["torch"] = build_torch_step(CONFIGS[name], theirs, mark=clocks["torch"])[0]
+    timed(steps, batches_for(name), args.phase_steps, args.warmup, gap=args.gap)
+    for clock in clocks.values():       # the warm-up steps' marks are not timed ones
+        clock.marks = clock.marks[len(PHASES + ("start",)) * args.warmup:]
+    return {n: c.medians() for n, c in clocks.items()}
+
+
+def _print_phases(phases: list) -> None:
+    print("\n| load | config | phase | ours ms | PyTorch ms | ratio |\n|---|---|---|---|---|---|")
+    for load, name, med in phases:
+        for p in PHASES:
+            ours, theirs = med["ours"].get(p), med.get("torch", {}).get(p)
+            ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
+            print(f"| {load} | ({name}) | {p} | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
 
 
 def _row(name: str, t: dict) -> None:
@@ -294,6 +351,9 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: all cores)")
     ap.add_argument("--no-torch", action="store_true", help="time ours only")
     ap.add_argument("--memory", action="store_true", help="also peak memory, in fresh processes")
+    ap.add_argument("--phases", action="store_true",
+                    help="also time each phase (forward, backward, clip, optimizer) of both, interleaved")
+    ap.add_argument("--phase-steps", type=int, default=20, help="timed steps of the phase table, each framework")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--shakespeare", action="store_true",
                     help="also train (a) for 2,000 steps on ../shared/data/tinyshakespeare.txt")
