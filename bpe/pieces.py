@@ -8,8 +8,9 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
 - one by one in Python (``bytepair``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;
-- together, by ``npmerge`` in NumPy, once it has merged about as many one by one as building the
-  token table that batch merging needs costs (``table_after``): from then on a missing piece
+- together, by ``npmerge`` in NumPy, once the pieces it has merged one by one, projected over the
+  text at hand, cost about as much as building the token table that batch merging needs
+  (``table_after`` pieces): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
   BATCH_TARGET new pieces are pending; those are merged in one batch into their lists (which
   the cache keeps as their ids), and the waiting ids are joined (``chain`` reads a filled list
@@ -33,7 +34,7 @@ CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is 
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
 TABLE_COST = 32  # tokens whose share of building the token table costs about one piece merged in Python
-BATCH_TARGET = 1 << 14  # marked pieces that waiting blocks gather before they are merged together
+BATCH_TARGET = 1 << 14  # pending pieces that waiting blocks gather before they are merged together
 WAIT_CHARS = 1 << 22  # characters that may wait (it bounds the memory of their id lists)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
@@ -45,6 +46,8 @@ def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
 
 
 class _Room:
+    """The cache's bound on memory, shared by both kinds of cache."""
+
     def make_room(self, n: int) -> None:
         """Back to the tokens when ``n`` more pieces would pass the limit."""
         if len(self) + n > CACHE_LIMIT + len(self.base):
