@@ -306,17 +306,19 @@ def other_cpu_use(seconds: float = 0.3) -> float | None:
     return meter.stop()["others"]
 
 
-def map_rows(fn: Callable, *arrays) -> None:
+def map_rows(fn: Callable, *arrays, chunk_elements: int | None = None) -> None:
     """fn(*blocks) over blocks of rows of the arrays, each seen as (rows, its last axis): all must
     have the same number of rows (an (..., C) array and its (..., 1) row statistics, say). On the
-    pool when the arrays are large C-contiguous NumPy arrays, else one call fn(*arrays)."""
+    pool when the arrays are large C-contiguous NumPy arrays, else one call fn(*arrays). Blocks
+    of about chunk_elements elements of the first array (default CHUNK_ELEMENTS)."""
     if arrays[0].size < MIN_PARALLEL or not all(
             type(a) is np.ndarray and a.ndim > 0 and a.flags.c_contiguous for a in arrays):
         fn(*arrays)  # what for_chunks would do with work this small, without the row views
         return
     views = [a.reshape(-1, a.shape[-1]) for a in arrays]
-    n = views[0].shape[0]
-    for_chunks(lambda lo, hi: fn(*[v[lo:hi] for v in views]), n, views[0].shape[1])
+    n, width = views[0].shape
+    step = max(1, chunk_elements // max(1, width)) if chunk_elements else None
+    for_chunks(lambda lo, hi: fn(*[v[lo:hi] for v in views]), n, width, step)
 
 
 def sum_rows(fn: Callable, n_rows: int, row_elements: int):
