@@ -4,6 +4,7 @@ memory, the machine's load), and optionally the quality of nanoGPT's Tiny Shakes
     python3 benchmarks/bench_train.py                     # (a) and (b) beside PyTorch, CPU
     python3 benchmarks/bench_train.py --load 0,1          # quiet, then with one core kept busy
     python3 benchmarks/bench_train.py --threads 1         # pool and BLAS threads (default: auto)
+    python3 benchmarks/bench_train.py --phases            # + forward, backward, clip, optimizer apart
     python3 benchmarks/bench_train.py --device cuda       # on a GPU through CuPy (no peer)
     python3 benchmarks/bench_train.py --shakespeare       # + val loss after 2,000 steps of (a)
     python3 benchmarks/bench_train.py --configs "" --shakespeare --seeds 1337,1,2   # quality only
