@@ -1,7 +1,7 @@
 """A fused sublayer with its pre-norm and skip (autograd/ops/prenorm.py: x + f(norm(x)) in one op)
 against the same sublayer composed from the engine's primitive ops, float64, forward and every
 gradient; against the norm op, the plain fused op and an add, bit for bit; finite differences;
-one thread's bits on the pool; where the GPT block takes it."""
+one thread's bits on the pool. Where the GPT block takes it: tests/gpt/test_block_fused.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -142,65 +142,3 @@ def test_residual_needs_as_many_outputs_as_inputs_and_an_rms_norm_no_shift():
         mlp_op.gelu_mlp(x, w1, b1, Tensor(np.ones((10, 3))), None, residual=True)
     with pytest.raises(ValueError, match="RMSNorm has no shift"):
         mlp_op.gelu_mlp(x, w1, b1, Tensor(np.ones((10, 4))), None, norm=(False, nw, nb, EPS))
-
-
-# ---- where the GPT block takes it ------------------------------------------------------------
-def _block(**overrides):
-    import nn
-    from gpt.model.block import Block
-    from gpt.model.config import GPTConfig
-
-    cfg = dict(vocab_size=16, block_size=40, n_layer=1, n_head=2, n_embd=8, dropout=0.0)
-    cfg.update(overrides)
-    rope = nn.RotaryEmbedding(4, 40) if cfg.get("pos") == "rope" else None   # as GPT gives it
-    return Block(GPTConfig(**cfg), rope=rope)
-
-
-def _run_block(block, x, seed):
-    """(output, gradient of x, {name: gradient}, fused?) of block(x) seeded with `seed`."""
-    xt = Tensor(x.copy(), requires_grad=True)
-    out = block(xt)
-    fused = _is_fused(out) and isinstance(out._node.parents[0], sa.CausalSelfAttention)
-    out.backward(seed)
-    grads = {n: p.grad for n, p in block.named_parameters()}
-    for p in block.parameters():
-        p.grad = None
-    return out, xt.grad, grads, fused
-
-
-def _is_fused(out) -> bool:
-    return isinstance(out._node, mlp_op.GeluMLP) and out._node.norm is not None
-
-
-@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
-def test_block_runs_as_two_fused_ops_with_the_unfused_blocks_bits(norm):
-    """A pre-norm block is two ops, x + attn(ln_1(x)) and x + mlp(ln_2(x)); with a record to fill
-    it runs layer by layer, and both give the same bits."""
-    block = _block(norm=norm)
-    x = RNG.standard_normal((3, 40, 8)).astype(np.float32)
-    seed = RNG.standard_normal((3, 40, 8)).astype(np.float32)
-    fused = _run_block(block, x, seed)
-    assert fused[3]
-    block.record = {}
-    layers = _run_block(block, x, seed)
-    assert not layers[3] and set(block.record) == {"input", "attn_out", "mid", "mlp_out", "output"}
-    np.testing.assert_array_equal(fused[0].data, layers[0].data)
-    np.testing.assert_array_equal(fused[1], layers[1])
-    for name in fused[2]:
-        np.testing.assert_array_equal(fused[2][name], layers[2][name], err_msg=name)
-
-
-def test_block_is_fused_only_where_the_fusion_is_exact():
-    x = Tensor(RNG.standard_normal((2, 12, 8)).astype(np.float32))
-    assert _is_fused(_block()(x))
-    dropped = _block(dropout=0.1)
-    assert not _is_fused(dropped(x))                        # dropout at work while training
-    dropped.eval()
-    assert _is_fused(dropped(x))
-    for other in (_block(prenorm=False), _block(residual=False), _block(mlp="swiglu"), _block(mlp="relu2"),
-                  _block(pos="rope"), _block(qk_norm=True), _block(n_kv_head=1)):
-        assert not _is_fused(other(x))
-    hooked = _block()
-    hooked.ln_2.register_forward_hook(lambda m, a, out: out * 2)
-    assert not _is_fused(hooked(x))
-    assert not _is_fused(_block()(Tensor(x.data.astype(np.float64))))   # weights float32, x float64
