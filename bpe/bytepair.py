@@ -9,7 +9,8 @@ Two implementations with identical output: ``merge_small`` keeps the pair ranks 
 list (``min``/``index`` run in C; O(n^2) but fastest for the short pieces that make up
 almost all text) and ``merge_long``, a linked list of parts plus a heap of candidate
 pairs with lazy invalidation, O(n log n), so a 1,000,000-byte run of one character costs
-about a second instead of hours.
+about a second instead of hours. ``merge_parts`` is ``merge_small``'s loop resumed from parts
+already merged (``npmerge`` finishes its last few pieces with it).
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class _Buckets:
         self.bits = max(4, (load * key.size).bit_length())
         home = self._home(key)
         index = np.argsort(home)
-        # One place past the end (key -1, never asked for) so that an empty last bucket reads it.
+        # One place past the end (key -1, read only through an empty last bucket, which holds no key).
         self.key = np.append(key[index], _EMPTY)
         self.index = np.append(index, _EMPTY)  # position in ``key`` of each sorted key
         # int32 halves the memory that lookups read at random (tables of up to 2**31 keys)
@@ -63,7 +63,7 @@ class _Buckets:
         return ((key.view(np.uint64) * _MUL) >> np.uint64(64 - self.bits)).view(np.int64)
 
     def find(self, key: np.ndarray) -> np.ndarray:
-        """For each of ``key`` (int64, >= 0), its position in the keys the table was built from, or -1."""
+        """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
         home = self._home(key)
         first = self.start[home]
         # A key equal to the one at ``first`` has the same home, so it is in that bucket.
@@ -187,7 +187,7 @@ def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
         key[gone] = _INF_KEY | gone
         tok[at] = rank[live]
         _relink(table, raw, words, at, nxt[gone], end, key, nxt, prv)
-    counts = np.add.reduceat(alive, starts[:-1]).astype(np.int64) if seg.size else np.zeros(0, np.int64)
+    counts = np.add.reduceat(alive, seg).astype(np.int64) if seg.size else np.zeros(0, np.int64)
     return counts, tok[alive]
 
 
@@ -199,8 +199,9 @@ def _relink(table: TokenTable, raw: bytes, words: np.ndarray, at, stop, end, key
     a_r, s_r = at[right], stop[right]
     prv[s_r] = a_r
     before = prv[at]
-    b_l = before[before >= 0]
-    new = table.spans(raw, words, np.concatenate([a_r, b_l]), np.concatenate([nxt[s_r], stop[before >= 0]]))
+    left = before >= 0
+    b_l = before[left]
+    new = table.spans(raw, words, np.concatenate([a_r, b_l]), np.concatenate([nxt[s_r], stop[left]]))
     key[at] = _INF_KEY | at
     key[a_r] = new[: a_r.size] << 32 | a_r
     key[b_l] = new[a_r.size:] << 32 | b_l

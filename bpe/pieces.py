@@ -12,7 +12,7 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
   text at hand, cost about as much as building the token table that batch merging needs
   (``table_after`` pieces): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
-  BATCH_TARGET new pieces are pending; those are merged in one batch into their lists (which
+  BATCH_TARGET new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into their lists (which
   the cache keeps as their ids), and the waiting ids are joined (``chain`` reads a filled list
   as it reads a tuple).
 """
@@ -194,12 +194,14 @@ class PieceEncoder:
         together, the long ones (and all of them when they hold escaped bytes, whose byte counts
         differ) one by one."""
         one_by_one = partial(_merge_one, self.ranks)
-        joined = "".join(pieces)
-        try:
-            data = joined.encode("utf-8")
-        except UnicodeEncodeError:
-            data = None
-        if data is None or len(pieces) < BATCH_MIN:
+        data = None
+        if len(pieces) >= BATCH_MIN:   # fewer go one by one: no join for them
+            joined = "".join(pieces)
+            try:
+                data = joined.encode("utf-8")
+            except UnicodeEncodeError:
+                pass
+        if data is None:
             deque(map(list.extend, lists, map(one_by_one, pieces)), maxlen=0)
             return
         ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
@@ -216,21 +218,22 @@ class PieceEncoder:
         # Longest first (merge_pieces reads only the front that is still merging): the bytes are
         # gathered piece by piece in that order.
         order = np.argsort(-sizes, kind="stable")
+        sorted_sizes = sizes[order]
         starts = np.zeros(order.size + 1, dtype=np.int64)
-        np.cumsum(sizes[order], out=starts[1:])
-        src = np.repeat(ends[order] - starts[1:], sizes[order]) + np.arange(starts[-1])
+        np.cumsum(sorted_sizes, out=starts[1:])
+        src = np.repeat(ends[order] - starts[1:], sorted_sizes) + np.arange(starts[-1])
         counts, ids = merge_pieces(self._table, np.frombuffer(data, np.uint8)[src], starts)
         flat = ids.tolist()
         stop = np.cumsum(counts).tolist()
         parts = map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))
         deque(map(list.extend, map(lists.__getitem__, order.tolist()), parts), maxlen=0)
 
-    def _token_table(self) -> TokenTable | bool:
-        """Build the token table and start batching (False when it cannot be built for these ranks)."""
+    def _token_table(self) -> bool:
+        """Build the token table and start batching; False when it cannot be built for these ranks."""
         try:
             self._table = TokenTable(self.ranks)
         except ValueError:
             self._table = False
             return False
         self.cache = BatchCache(self.cache)
-        return self._table
+        return True
