@@ -102,8 +102,8 @@ def shape_of_args(shape: tuple, op: str) -> tuple:
 
 
 def host_floats(*arrays) -> bool:
-    """Whether the arrays are NumPy float32 or float64 arrays of one dtype: what the fused CPU
-    sublayers (ops/mlp.py, ops/self_attention.py) take."""
+    """Whether the arrays are NumPy float32 or float64 arrays of one dtype: what the host-only
+    paths take (the fused CPU sublayers, the norms' row backward, AdamW's flat update)."""
     dtype = arrays[0].dtype
     return (all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
             and dtype in (np.float32, np.float64))

@@ -26,7 +26,6 @@ from autograd.function import Function
 from autograd.ops import prenorm
 from autograd.ops._util import host_floats
 from autograd.ops.activation import _gelu_tanh_backward, _gelu_tanh_forward
-from autograd.ops.matmul import weight_grads
 
 BLOCK_ELEMENTS = 1 << 18   # about this many hidden values per block (fewer rows: slower products)
 MIN_ROWS = 64
@@ -74,7 +73,7 @@ class GeluMLP(Function):
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
     def backward(self, g):
-        w1, w2, u, t, names = self.w1, self.w2, self.u, self.t, self.names
+        w1, w2, u, t = self.w1, self.w2, self.u, self.t
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
         h, du = np.empty_like(u), np.empty_like(u)
@@ -91,12 +90,8 @@ class GeluMLP(Function):
                 np.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        i1, i2 = 1 + names.index("w1"), 1 + names.index("w2")
-        grads = dict(zip(("w1", "b1"), weight_grads(self, i1, self.rows_in, du, "b1" in names)))
-        grads.update(zip(("w2", "b2"), weight_grads(self, i2, h, g2, "b2" in names)))
-        dx, norm_grads = prenorm.input_grad(self, dn, g2)      # while the workers take those
-        grads.update(norm_grads)
-        return (None if dx is None else dx.reshape(self.x_shape), *[grads[n] for n in names])
+        products = (("w1", "b1", self.rows_in, du), ("w2", "b2", h, g2))
+        return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
 
 
 def gelu_mlp(x, w1, b1, w2, b2, norm=None, residual: bool = False):

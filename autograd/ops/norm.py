@@ -18,6 +18,7 @@ from autograd import cuda as _cuda
 from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
+from autograd.ops._util import host_floats
 
 
 def _on_pool(x) -> bool:
@@ -30,9 +31,8 @@ def _on_pool(x) -> bool:
 def _host_rows(xhat, g) -> bool:
     """Whether a norm's backward runs as row blocks on the host (_Norm._backward_rows): NumPy
     float32/float64 arrays of one dtype, C-contiguous."""
-    return (type(xhat) is np.ndarray and type(g) is np.ndarray and xhat.dtype in (np.float32, np.float64)
-            and g.dtype == xhat.dtype and g.shape == xhat.shape and xhat.flags.c_contiguous
-            and g.flags.c_contiguous and xhat.ndim > 0)
+    return (host_floats(xhat, g) and g.shape == xhat.shape and xhat.ndim > 0
+            and xhat.flags.c_contiguous and g.flags.c_contiguous)
 
 
 def _row_sum(a, C: int):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autograd.ops.matmul import weight_grads
 from autograd.ops.norm import backward_rows, layer_norm_array, rms_norm_array
 
 
@@ -77,6 +78,19 @@ def input_grad(node, dn, g2) -> tuple:
     if needs[0] and node.residual:
         dx += g2
     return (dx if needs[0] else None), grads
+
+
+def sublayer_grads(node, products, dn, g2, x_shape) -> tuple:
+    """The return of a fused sublayer's backward: (dL/dx in `x_shape`, then the gradient of each
+    of node.names). products: ((weight name, bias name, input rows, output gradient rows), ...),
+    the sublayer's linear maps, whose weight gradients are deferred first so that the workers
+    take them while the norm's backward (input_grad) runs."""
+    names, grads = node.names, {}
+    for w, b, rows, g_rows in products:
+        grads.update(zip((w, b), weight_grads(node, 1 + names.index(w), rows, g_rows, b in names)))
+    dx, norm_grads = input_grad(node, dn, g2)
+    grads.update(norm_grads)
+    return (None if dx is None else dx.reshape(x_shape), *[grads[n] for n in names])
 
 
 def needs_dn(node) -> bool:

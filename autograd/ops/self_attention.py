@@ -33,7 +33,6 @@ from autograd.ops import causal_attention as _ca
 from autograd.ops import prenorm
 from autograd.ops._util import host_floats
 from autograd.ops.attention import entries_per_task
-from autograd.ops.matmul import weight_grads
 
 
 def applies(x, *params) -> bool:
@@ -85,7 +84,6 @@ class CausalSelfAttention(Function):
     def backward(self, g):
         B, T, C = self.shape
         H, qkv, y, probs, w_qkv, w_out = self.H, self.qkv, self.y, self.probs, self.w_qkv, self.w_out
-        names = self.names
         g2 = np.ascontiguousarray(g.reshape(B * T, C), dtype=y.dtype)
         dqkv = np.empty_like(qkv)
         dn = np.empty_like(g2) if prenorm.needs_dn(self) else None
@@ -101,12 +99,8 @@ class CausalSelfAttention(Function):
                 np.matmul(dqkv[rows], w_qkv.T, out=dn[rows])
 
         parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
-        i_qkv, i_out = 1 + names.index("w_qkv"), 1 + names.index("w_out")
-        grads = dict(zip(("w_qkv", "b_qkv"), weight_grads(self, i_qkv, self.rows_in, dqkv, "b_qkv" in names)))
-        grads.update(zip(("w_out", "b_out"), weight_grads(self, i_out, y, g2, "b_out" in names)))
-        dx, norm_grads = prenorm.input_grad(self, dn, g2)      # while the workers take those
-        grads.update(norm_grads)
-        return (None if dx is None else dx.reshape(B, T, C), *[grads[n] for n in names])
+        products = (("w_qkv", "b_qkv", self.rows_in, dqkv), ("w_out", "b_out", y, g2))
+        return prenorm.sublayer_grads(self, products, dn, g2, (B, T, C))
 
 
 def causal_self_attention(x, w_qkv, b_qkv, w_out, b_out, n_head: int, norm=None, residual: bool = False):

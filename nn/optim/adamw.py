@@ -6,6 +6,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from autograd.ops._util import host_floats
 from nn.optim.optimizer import Optimizer
 
 
@@ -142,10 +143,10 @@ class FlatAdamW:
     def takes(cls, items: list) -> bool:
         """Whether a group's [(parameter, gradient, state)] updates flat: NumPy float32/64 arrays
         of one dtype, one step count, FLAT_MAX elements at most in all."""
-        dtype, step = items[0][0].dtype, items[0][2].get("step", 0)
-        return (dtype in (np.float32, np.float64) and sum(p.size for p, _, _ in items) <= cls.FLAT_MAX
-                and all(type(p) is np.ndarray and type(g) is np.ndarray and p.dtype == dtype == g.dtype
-                        and s.get("step", 0) == step for p, g, s in items))
+        step = items[0][2].get("step", 0)
+        return (host_floats(*(a for p, g, _ in items for a in (p, g)))
+                and sum(p.size for p, _, _ in items) <= cls.FLAT_MAX
+                and all(s.get("step", 0) == step for _, _, s in items))
 
     def __init__(self, items: list):
         sizes = [p.size for p, _, _ in items]
