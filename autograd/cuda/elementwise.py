@@ -5,7 +5,7 @@ GELU (reference: GELUTanh in autograd/ops/activation.py), u = sqrt(2/pi) (x + 0.
     dx = g * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)),  t = tanh(u)
 The fused forward saves only x (t is recomputed), one full-size array less than the CPU op.
 
-AdamW (reference: AdamW._update in nn/optim/adamw.py), in place:
+AdamW (reference: _moments and _adamw_arrays in nn/optim/adamw.py), in place:
     p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 one launch for a whole parameter group (multi-tensor: a table of the tensors' addresses and of
@@ -70,7 +70,7 @@ __device__ __forceinline__ void adamw_element(T* p, const T* g, T* m, T* v, long
 }
 
 extern "C" __global__ void adamw_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
-                                      T* __restrict__ v, long long n, A lr, A b1, A b2, A eps, A decay,
+                                      T* __restrict__ v, long long n, A b1, A b2, A eps, A decay,
                                       A step_size, A inv_sqrt_bc2) {
     GRID_STRIDE(i, n) {
         adamw_element(p, g, m, v, i, b1, b2, eps, decay, step_size, inv_sqrt_bc2);
@@ -148,7 +148,7 @@ def _adamw_scalars(dtype, lr, b1, b2, eps, wd, t) -> tuple:
 def _operands(p, g, m, v):
     """(p, g, m, v) for a kernel: g contiguous in p's dtype (a copy only when it is not)."""
     if not (p.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
-        raise ValueError("adamw_update: parameter and moment arrays must be contiguous")
+        raise ValueError("adamw: parameter and moment arrays must be contiguous")
     return p, xp_of(p).ascontiguousarray(g.astype(p.dtype, copy=False)), m, v
 
 
@@ -159,8 +159,7 @@ def adamw_update(p, g, m, v, lr: float, b1: float, b2: float, eps: float, wd: fl
     if not n:
         return
     k = get_kernel(_BODY, "adamw_step", dtype_name(p))
-    k(_grid(n), (256,), (p, g, m, v, np.int64(n), acc_dtype(p.dtype).type(lr),
-                         *_adamw_scalars(p.dtype, lr, b1, b2, eps, wd, t)))
+    k(_grid(n), (256,), (p, g, m, v, np.int64(n), *_adamw_scalars(p.dtype, lr, b1, b2, eps, wd, t)))
 
 
 CHUNK = 1 << 16   # elements of one tensor per chunk of the multi-tensor launch

@@ -44,6 +44,11 @@ def _host_causal_mask(Tq: int, Tk: int):
     return m
 
 
+def _scale(q, scale) -> float:
+    """The scores' factor: `scale`, or 1 / sqrt(head size) by default."""
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
 def _blocks(q, k) -> bool:
     """Whether attention without dropout or an extra mask runs as blocks of the batch on the
     thread pool (each block is then independent): NumPy arrays with a batch axis to split and
@@ -89,7 +94,7 @@ def attention_array(q, k, v, causal: bool = True, scale: float | None = None):
     """Attention without dropout or an extra mask on arrays: q (B, H, Tq, hs), k (B, H, Tk, hs),
     v (B, H, Tk, hv) -> (out (B, H, Tq, hv), P (B, H, Tq, Tk)). The op's forward in that case,
     and a layer's no-graph decode step (nn/arrays.py)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = _scale(q, scale)
     if _blocks(q, k):
         return _attention_blocks(q, k, v, causal, scale)
     p = _probabilities(q, k, causal, None, scale)
@@ -120,7 +125,7 @@ def _attention_blocks(q, k, v, causal: bool, scale: float):
 @_cuda.kernel_op("attention", "forward", "backward")
 class ScaledDotProductAttention(Function):
     def forward(self, q, k, v, causal=True, attn_mask=None, dropout_p=0.0, scale=None, generator=None):
-        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        scale = _scale(q, scale)
         self.scale, self.dropout_p = scale, dropout_p
         if attn_mask is None and dropout_p == 0.0:
             out, p = attention_array(q, k, v, causal, scale)
@@ -258,7 +263,7 @@ def scaled_dot_product_attention(q, k, v, causal: bool = True, attn_mask: Any = 
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"{name}: dropout_p must be in [0, 1), got {dropout_p}")
     if _causal.applies(q.data, k.data, causal, attn_mask, dropout_p):   # training on the CPU
-        return _causal.causal_attention(q, k, v, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+        return _causal.causal_attention(q, k, v, _scale(q, scale))
     Tq, Tk = q.shape[-2], k.shape[-2]
     mask = None if attn_mask is None else _mask_array(attn_mask, q, Tq, Tk)
     return ScaledDotProductAttention.apply(

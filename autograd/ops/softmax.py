@@ -27,8 +27,9 @@ def softmax_array(x, axis: int = -1, out=None, masked: bool = True):
     """exp(x - logsumexp(x)) along `axis` as a new array (or into `out`, which may be `x`).
 
     Rows whose entries are all -inf (fully masked) come out as zeros instead of NaN. A caller
-    that masked nothing (masked=False: attention without a mask, a decode step) skips those
-    guards, which are a third of the work on a decode step's few scores.
+    whose rows are never fully masked (masked=False: attention without a mask, a decode step,
+    causal blocks where every query sees its own key) skips those guards, which are a third of
+    the work on a decode step's few scores.
     """
     xp = xp_of(x)
     m = x.max(axis=axis, keepdims=True)

@@ -87,7 +87,7 @@ class Optimizer:
 
     def _update_group(self, items: list, group: dict) -> None:
         """Update a group's [(parameter array, gradient, state)] in place: one `_update` each,
-        unless a subclass updates them together (AdamW: one GPU launch for the group)."""
+        unless a subclass updates them together (AdamW: one GPU launch, or flat host buffers, for the group)."""
         for p, g, state in items:
             self._update(p, g, group, state)
 
