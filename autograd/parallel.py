@@ -9,7 +9,9 @@ rest (an even split would wait for the slowest thread). Chunks are small enough 
 elements, a few hundred KiB) that every pass of a multi-pass kernel over one chunk stays in
 the core's cache. How work is cut depends only on the arrays' shapes, never on the number of
 threads (one thread runs the same chunks in turn), so every result is the same bits on one
-thread and on many: a run resumed under another load continues exactly.
+thread and on many: a run resumed under another load continues exactly. Work whose result is
+read only after `drain()` (a leaf's weight gradients during backward) can be `defer`red to the
+workers, which take it between the chunks of later ops (autograd/pool.py).
 
 `set_threads(n)` sets both the pool's size and OpenBLAS's threads (the BLAS NumPy loaded, found
 through /proc/self/maps and set the way threadpoolctl does; elsewhere only the pool changes).

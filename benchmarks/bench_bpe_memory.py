@@ -52,7 +52,6 @@ assert main(sys.argv[1:]) == 0
 """
 
 HF = """
-import resource
 if float(sys.argv[3]) > 0:  # a cap on the address space, so a peer that needs too much fails here
     cap = int(float(sys.argv[3]) * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
