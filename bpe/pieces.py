@@ -3,7 +3,7 @@
 ``PieceEncoder(ranks, pattern)(text)`` is the hot path of encoding. The cache maps a piece to the
 tuple of its ids; it starts with every token that is whole UTF-8 text (a piece equal to a token
 encodes to that token, as in tiktoken). A block of text costs a ``findall``, one lookup per piece
-(``map`` of the cache's ``__getitem__``) and a join of the id tuples (``chain.from_iterable``),
+(``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
 - one by one in Python (``bytepair``), by the cache's ``__missing__``, while the encoder has met
@@ -13,7 +13,7 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
   (``table_after`` pieces): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
   BATCH_TARGET new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into their lists (which
-  the cache keeps as their ids), and the waiting ids are joined (``chain`` reads a filled list
+  the cache keeps as their ids), and the waiting ids are joined (``extend`` reads a filled list
   as it reads a tuple).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict, deque
 from functools import partial
-from itertools import chain, compress, islice
+from itertools import compress, islice
 
 import numpy as np
 
@@ -38,6 +38,13 @@ BATCH_TARGET = 1 << 14  # pending pieces that waiting blocks gather before they 
 WAIT_CHARS = 1 << 22  # characters that may wait (it bounds the memory of their id lists)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
 BATCH_MAX_BYTES = 64  # longer pieces take rounds that only they use: merged one by one
+
+
+def _extend(out: list[int], seqs) -> None:
+    """Append the ids of every tuple or list in ``seqs`` to ``out``. ``out.extend`` copies a tuple or
+    list at once, where ``out += chain.from_iterable(seqs)`` makes an iterator per piece and appends
+    one id at a time (a third slower over 1.8M pieces)."""
+    deque(map(out.extend, seqs), maxlen=0)
 
 
 def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
@@ -97,6 +104,10 @@ class BatchCache(_Room, defaultdict):
     def pending_pieces(self) -> list[str]:
         return list(islice(reversed(self), self.pending))
 
+    def pending_lists(self) -> list[list[int]]:
+        """The lists of ``pending_pieces()``, in the same order (read off the values, no lookups)."""
+        return list(islice(reversed(self.values()), self.pending))
+
 
 class PieceEncoder:
     """Encodes text (surrogates already repaired, or escaped bytes) as tiktoken's core does."""
@@ -137,7 +148,7 @@ class PieceEncoder:
             return out
         done = 0
         for block in blocks:
-            out += chain.from_iterable(map(cache.__getitem__, find(block)))
+            _extend(out, map(cache.__getitem__, find(block)))
             done += len(block)
             # Worth it once the pieces merged one by one, projected over the whole text at the rate
             # seen so far, reach table_after.
@@ -181,16 +192,18 @@ class PieceEncoder:
         cache = self.cache
         if cache.pending:
             new = cache.pending_pieces()
-            self._fill(new, list(map(cache.__getitem__, new)))
-            for piece in compress(new, map(MAX_CACHED_PIECE.__lt__, map(len, new))):
-                del cache[piece]  # a rare huge piece is not worth its memory
+            lens = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+            self._fill(new, cache.pending_lists(), lens)
+            for i in np.flatnonzero(lens > MAX_CACHED_PIECE).tolist():
+                del cache[new[i]]  # a rare huge piece is not worth its memory
             cache.make_room(0)
             cache.settled = len(cache)
-        out += chain.from_iterable(wait)
+        _extend(out, wait)
         wait.clear()
 
-    def _fill(self, pieces: list[str], lists: list[list[int]]) -> None:
-        """Extend each list with the ids of its piece (the pieces distinct): merged by NumPy
+    def _fill(self, pieces: list[str], lists: list[list[int]], lens: np.ndarray) -> None:
+        """Extend each list with the ids of its piece (the pieces distinct, ``lens`` their lengths in
+        characters: int64, (len(pieces),)): merged by NumPy
         together, the long ones (and all of them when they hold escaped bytes, whose byte counts
         differ) one by one."""
         one_by_one = partial(_merge_one, self.ranks)
@@ -204,7 +217,7 @@ class PieceEncoder:
         if data is None:
             deque(map(list.extend, lists, map(one_by_one, pieces)), maxlen=0)
             return
-        ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+        ends = np.cumsum(lens)
         if len(data) != len(joined):  # the byte where each character starts, then each piece
             first = np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)
             ends = np.append(first, len(data))[ends]
