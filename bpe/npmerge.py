@@ -39,8 +39,9 @@ _LO_MASK = np.array([_ONES ^ (_ONES >> 8 * max(k - 8, 0)) for k in range(_SHORT 
 class _Buckets:
     """A static hash table over distinct int64 keys: the keys sorted by their bucket (the top
     bits of ``key * _MUL``), and where each bucket starts. With ``load`` buckets per key almost
-    every key is the first of its bucket, so a lookup reads one place; the second place is read
-    in NumPy, the rare later ones in Python."""
+    every key is the first of its bucket, so each bucket's first key and its position are also
+    kept by bucket (``head_key``, ``head``): a lookup reads them at its key's bucket, with no
+    read that waits on another; the later places of a crowded bucket are read in NumPy rounds."""
 
     def __init__(self, key: np.ndarray, load: int = 4):
         self.bits = max(4, (load * key.size).bit_length())
@@ -49,9 +50,13 @@ class _Buckets:
         # One place past the end (key -1, read only through an empty last bucket, which holds no key).
         self.key = np.append(key[index], _EMPTY)
         self.index = np.append(index, _EMPTY)  # position in ``key`` of each sorted key
-        # int32 halves the memory that lookups read at random (tables of up to 2**31 keys)
-        self.start = np.zeros((1 << self.bits) + 1, dtype=np.int32)
+        self.start = np.zeros((1 << self.bits) + 1, dtype=np.int64)
         np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
+        first = self.start[:-1]
+        # An empty bucket's head is the next bucket's first key, whose home differs: never equal.
+        self.head_key = self.key[first]
+        self.head = np.where(np.diff(self.start) > 0, self.index[first], _EMPTY)
+        self.crowded = np.diff(self.start) > 1
 
     def distinct(self) -> bool:
         """Whether the keys were distinct (equal keys share a bucket: only crowded ones are checked)."""
@@ -65,19 +70,16 @@ class _Buckets:
     def find(self, key: np.ndarray) -> np.ndarray:
         """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
         home = self._home(key)
-        first = self.start[home]
-        # A key equal to the one at ``first`` has the same home, so it is in that bucket.
-        out = np.where(self.key[first] == key, self.index[first], _EMPTY)
-        stop = self.start[home + 1]
-        more = np.flatnonzero((out == _EMPTY) & (stop - first > 1))
-        at = first[more] + 1
-        hit = self.key[at] == key[more]
-        out[more[hit]] = self.index[at[hit]]
-        rest = ~hit & (stop[more] - at > 1)
-        for w, a, e in zip(more[rest].tolist(), at[rest].tolist(), stop[more][rest].tolist()):
-            same = np.flatnonzero(self.key[a + 1:e] == key[w])
-            if same.size:
-                out[w] = self.index[a + 1 + same[0]]
+        # A key equal to its bucket's head has that home, so it is that key.
+        out = np.where(self.head_key[home] == key, self.head[home], _EMPTY)
+        more = np.flatnonzero((out == _EMPTY) & self.crowded[home])
+        if more.size:
+            at, stop, want = self.start[home[more]] + 1, self.start[home[more] + 1], key[more]
+            while more.size:  # the second place of each crowded bucket, then the third...
+                hit = self.key[at] == want
+                out[more[hit]] = self.index[at[hit]]
+                go = ~hit & (at + 1 < stop)
+                more, at, stop, want = more[go], at[go] + 1, stop[go], want[go]
         return out
 
 
