@@ -12,6 +12,8 @@ statistics and the weight and bias gradients are computed in float32 for float16
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from autograd import cuda as _cuda
@@ -39,6 +41,23 @@ def _row_sum(a, C: int):
     """Sum of `a` (..., C) over every axis but the last -> (C,), in a's dtype (accumulated in
     float32 for float16)."""
     return a.reshape(-1, C).sum(axis=0, dtype=acc_dtype(a.dtype)).astype(a.dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=32)
+def _ones(C: int, dtype: str):
+    """A read-only (C,) vector of ones of `dtype`."""
+    ones = np.ones(C, dtype=dtype)
+    ones.flags.writeable = False
+    return ones
+
+
+def _sums_per_row(x):
+    """x (..., C) summed over its last axis -> (..., 1), in acc_dtype(x.dtype). NumPy float32/64
+    rows as dot products with ones (one BLAS dot per row: a 768 x 128 block in 5-8 us, sum()'s
+    short-row reduction 23 us); each row's sum is the same however many rows come with it."""
+    if type(x) is np.ndarray and x.dtype in (np.float32, np.float64):
+        return np.vecdot(x, _ones(x.shape[-1], x.dtype.str))[..., None]
+    return x.sum(axis=-1, keepdims=True, dtype=acc_dtype(x.dtype))
 
 
 def _affine(xhat, w, b):
@@ -126,12 +145,15 @@ def _backward_block(g, xhat, rstd, w, centered: bool, gx=None):
     inv_c = g.dtype.type(1.0 / g.shape[-1])
 
     def row_mean_times_w(a):                                     # (n, C) -> (n, 1): mean(a * w)
-        m = (a @ w if w is not None else a.sum(axis=-1))[:, None]
+        m = (a @ w)[:, None] if w is not None else _sums_per_row(a)
         m *= inv_c
         return m
 
     gxx = g * xhat                                               # g * xhat
-    sums = np.concatenate([gxx.sum(axis=0), g.sum(axis=0)])      # (2C,): dw, db parts
+    C, ones = g.shape[-1], _ones(g.shape[0], g.dtype.str)
+    sums = np.empty(2 * C, dtype=g.dtype)                        # (2C,): dw, db parts, as
+    np.matmul(ones, gxx, out=sums[:C])                           # products with ones (BLAS):
+    np.matmul(ones, g, out=sums[C:])                             # 3x sum(axis=0)'s speed
     if gx is None:
         return sums
     if w is not None:                                            # rstd * gh, then dL/dx
@@ -152,7 +174,9 @@ def _backward_block(g, xhat, rstd, w, centered: bool, gx=None):
 
 def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
     """LayerNorm of rows x (n, C) into xhat, rstd (n, 1) and y (one block of rows)."""
-    np.subtract(x, x.mean(axis=-1, keepdims=True), out=xhat)
+    mean = _sums_per_row(x)
+    mean *= 1.0 / x.shape[-1]
+    np.subtract(x, mean, out=xhat)
     var = np.vecdot(xhat, xhat)[:, None]                     # sum of squares, no (n, C) temporary
     var *= 1.0 / x.shape[-1]
     var += eps
@@ -182,8 +206,8 @@ def layer_norm_array(x, w=None, b=None, eps: float = 1e-5):
             parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
         return (xhat if y is None else y), xhat, rstd
     xp = xp_of(x)
-    acc, inv_c = acc_dtype(x.dtype), 1.0 / x.shape[-1]
-    mean = x.sum(axis=-1, keepdims=True, dtype=acc)          # (..., 1); sum * 1/C: a decode
+    inv_c = 1.0 / x.shape[-1]
+    mean = _sums_per_row(x)                                      # (..., 1); sum * 1/C: a decode
     mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
     xc = x - mean                                            # (..., C), owned (float32 for float16 x)
     if xp is np:                                             # one pass instead of square, then sum
