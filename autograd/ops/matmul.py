@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd.function import Function, unbroadcast
-from autograd.parallel import deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
+from autograd.parallel import column_sums, deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
 from autograd.ops._util import binary_operands
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def weight_grads(node, i: int, rows_x, rows_g, has_bias: bool) -> list:
         out[0] = (_deferred_mm if host and leaf_parent(node, i) else _mm)(rows_x.T, rows_g)   # (K, N)
     if has_bias and need[i + 1]:
         out[1] = (_deferred_sum(rows_g) if host and leaf_parent(node, i + 1)
-                  else rows_g.sum(axis=0))                                                    # (N,)
+                  else column_sums(rows_g))                                                   # (N,)
     return out
 
 
