@@ -7,8 +7,9 @@ Backward, g = dL/dy:
     dw2 = h^T @ g,  db2 = sum g,  dw1 = x^T @ du,  db1 = sum du
 Forward and the dx pass run block by block of rows on autograd.parallel's pool, each block's
 product, GELU and second product while it is in cache, one hand-off for the three layers. Saved:
-u and t (N x H each) and a reference to x; h is rebuilt from them in backward (one pass), which
-spares the N x H array the three separate ops keep for the second product's weight gradient.
+u and t (N x H each) and a reference to x; h is rebuilt from them in backward (one pass, with
+GELU's derivative), which spares the N x H array the three separate ops keep for the second
+product's weight gradient.
 The weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer)
 as the Linear op's are. Rows per block depend on the shapes only, so the result does not depend
 on the thread count. Equal to the three ops composed up to rounding (tests/autograd/test_mlp.py).
@@ -80,12 +81,8 @@ class GeluMLP(Function):
         dn = np.empty(self.rows_in.shape, dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):
-            ub, tb, hb = u[lo:hi], t[lo:hi], h[lo:hi]
-            np.add(tb, 1.0, out=hb)                                   # h = 0.5 u (1 + t), again
-            hb *= ub
-            hb *= 0.5
             dh = np.matmul(g2[lo:hi], w2.T)                            # (rows, H)
-            _gelu_tanh_backward(dh, ub, tb, du[lo:hi])
+            _gelu_tanh_backward(dh, u[lo:hi], t[lo:hi], du[lo:hi], h[lo:hi])   # h rebuilt too
             if dn is not None:
                 np.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
