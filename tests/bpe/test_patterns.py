@@ -52,19 +52,27 @@ def test_unknown_pattern_has_no_cuts():
 
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
-@given(texts=st.lists(tricky, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8))
-def test_chunk_counter_equals_counting_findall(pattern, texts, times):
+@given(texts=st.lists(tricky, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
+       probe=st.sampled_from([None, 0, 30]), share=st.sampled_from([0.0, 0.85, 1.0]),
+       batch=st.sampled_from([1 << 16, 1, 7]))
+def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, share, batch):
     from collections import Counter
+    from unittest import mock
 
+    from bpe import count
     from bpe.count import ChunkCounter
 
-    counter = ChunkCounter(pattern)
-    want = Counter()
-    for t, k in zip(texts + texts[:2], times + times):  # repeats exercise the counted-more-than-once path
-        counter.add(t, k)  # a document that occurs k times
-        for c in regex.findall(pattern, t):
-            want[c] += k
-    assert counter.result() == want
+    # The choice after ``probe`` characters (None: the default) to go on through segments or
+    # not, and the runs of segments the flush pre-tokenizes together, change no count.
+    with mock.patch.multiple(count, PROBE_CHARS=probe if probe is not None else count.PROBE_CHARS,
+                             DIRECT_SHARE=share, BATCH_CHARS=batch):
+        counter = ChunkCounter(pattern)
+        want = Counter()
+        for t, k in zip(texts + texts[:2], times + times):  # repeats exercise the counted-more-than-once path
+            counter.add(t, k)  # a document that occurs k times
+            for c in regex.findall(pattern, t):
+                want[c] += k
+        assert counter.result() == want
 
 
 # ---- safe cuts and coverage -------------------------------------------------------
