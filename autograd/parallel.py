@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from autograd.pool import Pool
+from autograd.sums import column_sums
 
 CHUNK_ELEMENTS = 1 << 16   # elements per chunk: a multi-pass kernel's chunk stays in L2
 MIN_PARALLEL = 1 << 17     # below this many elements the pool's wake-up costs more than it saves
@@ -221,23 +222,6 @@ def deferred_row_sum(a2):
     out = np.empty(a2.shape[1:], dtype=a2.dtype)
     defer(lambda: column_sums(a2, out))
     return out
-
-
-@functools.lru_cache(maxsize=64)
-def ones(n: int, dtype: str):
-    """A read-only (n,) NumPy vector of ones of `dtype`: sums as BLAS products (column_sums)."""
-    v = np.ones(n, dtype=dtype)
-    v.flags.writeable = False
-    return v
-
-
-def column_sums(a2, out=None):
-    """a2 (rows, n) summed over its rows -> (n,) (into `out` when given). Float32/64 NumPy as
-    ones @ a2, one BLAS call (768 x 512 float32 at about 3x the speed of sum(axis=0), whose
-    reduction NumPy runs row by row); other arrays by sum(axis=0)."""
-    if type(a2) is np.ndarray and a2.ndim == 2 and a2.dtype in (np.float32, np.float64):
-        return np.matmul(ones(a2.shape[0], a2.dtype.str), a2, out=out)
-    return a2.sum(axis=0, out=out)
 
 
 def _gemm_blocks(a, b, out):

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd.function import Function, unbroadcast
-from autograd.parallel import column_sums, deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
+from autograd.parallel import deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
 from autograd.ops._util import binary_operands
+from autograd.sums import column_sums
 
 if TYPE_CHECKING:
     from autograd.tensor import Tensor

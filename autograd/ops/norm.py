@@ -19,6 +19,7 @@ from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops._util import host_floats
+from autograd.sums import column_sums, row_sums
 
 
 def _on_pool(x) -> bool:
@@ -39,15 +40,6 @@ def _row_sum(a, C: int):
     """Sum of `a` (..., C) over every axis but the last -> (C,), in a's dtype (accumulated in
     float32 for float16)."""
     return a.reshape(-1, C).sum(axis=0, dtype=acc_dtype(a.dtype)).astype(a.dtype, copy=False)
-
-
-def _sums_per_row(x):
-    """x (..., C) summed over its last axis -> (..., 1), in acc_dtype(x.dtype). NumPy float32/64
-    rows as dot products with ones (one BLAS dot per row: a 768 x 128 block in 5-8 us, sum()'s
-    short-row reduction 23 us); each row's sum is the same however many rows come with it."""
-    if type(x) is np.ndarray and x.dtype in (np.float32, np.float64):
-        return np.vecdot(x, parallel.ones(x.shape[-1], x.dtype.str))[..., None]
-    return x.sum(axis=-1, keepdims=True, dtype=acc_dtype(x.dtype))
 
 
 def _affine(xhat, w, b):
@@ -135,15 +127,15 @@ def _backward_block(g, xhat, rstd, w, centered: bool, gx=None):
     inv_c = g.dtype.type(1.0 / g.shape[-1])
 
     def row_mean_times_w(a):                                     # (n, C) -> (n, 1): mean(a * w)
-        m = (a @ w)[:, None] if w is not None else _sums_per_row(a)
+        m = (a @ w)[:, None] if w is not None else row_sums(a)
         m *= inv_c
         return m
 
     gxx = g * xhat                                               # g * xhat
     C = g.shape[-1]
     sums = np.empty(2 * C, dtype=g.dtype)                        # (2C,): dw, db parts
-    parallel.column_sums(gxx, sums[:C])
-    parallel.column_sums(g, sums[C:])
+    column_sums(gxx, sums[:C])
+    column_sums(g, sums[C:])
     if gx is None:
         return sums
     if w is not None:                                            # rstd * gh, then dL/dx
@@ -164,7 +156,7 @@ def _backward_block(g, xhat, rstd, w, centered: bool, gx=None):
 
 def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
     """LayerNorm of rows x (n, C) into xhat, rstd (n, 1) and y (one block of rows)."""
-    mean = _sums_per_row(x)
+    mean = row_sums(x)
     mean *= 1.0 / x.shape[-1]
     np.subtract(x, mean, out=xhat)
     var = np.vecdot(xhat, xhat)[:, None]                     # sum of squares, no (n, C) temporary
@@ -197,7 +189,7 @@ def layer_norm_array(x, w=None, b=None, eps: float = 1e-5):
         return (xhat if y is None else y), xhat, rstd
     xp = xp_of(x)
     inv_c = 1.0 / x.shape[-1]
-    mean = _sums_per_row(x)                                      # (..., 1); sum * 1/C: a decode
+    mean = row_sums(x)                                      # (..., 1); sum * 1/C: a decode
     mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
     xc = x - mean                                            # (..., C), owned (float32 for float16 x)
     if xp is np:                                             # one pass instead of square, then sum

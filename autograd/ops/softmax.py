@@ -11,6 +11,7 @@ from __future__ import annotations
 from autograd import cuda as _cuda
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
+from autograd.sums import down_sums, row_sums
 
 
 def _check_axis(axis: int, ndim: int, op: str) -> int:
@@ -38,11 +39,22 @@ def softmax_array(x, axis: int = -1, out=None, masked: bool = True):
         xp.maximum(m, xp.finfo(m.dtype).min, out=m)  # exp(-inf) = 0 everywhere, not NaN
     y = xp.subtract(x, m, out=out)
     xp.exp(y, out=y)
-    s = y.sum(axis=axis, keepdims=True, dtype=acc_dtype(y.dtype))
+    s = _sums(y, axis)
     if guard:
         xp.maximum(s, xp.finfo(s.dtype).tiny, out=s)  # >= 1 unless the row was fully masked: then 0 / tiny
     y /= s
     return y
+
+
+def _sums(y, axis: int):
+    """y summed over `axis`, keepdims, in acc_dtype: the last two axes as BLAS products
+    (autograd/sums.py)."""
+    axis = axis % y.ndim
+    if axis == y.ndim - 1:
+        return row_sums(y)
+    if axis == y.ndim - 2:
+        return down_sums(y)
+    return y.sum(axis=axis, keepdims=True, dtype=acc_dtype(y.dtype))
 
 
 def log_softmax_array(x, axis: int = -1):
