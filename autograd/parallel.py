@@ -338,3 +338,17 @@ def sum_rows(fn: Callable, n_rows: int, row_elements: int):
     for k in keys[1:]:
         total = total + parts[k]
     return total
+
+
+def side_by_side(*tasks: Callable) -> list:
+    """[task() for task in tasks], the tasks run on the pool's threads at once (in order without
+    a pool): for a few independent pieces of work that release the GIL, such as the two BLAS
+    products of a matrix product's backward."""
+    results: list = [None] * len(tasks)
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            results[i] = tasks[i]()
+
+    for_chunks(run, len(tasks), MIN_PARALLEL, step=1)
+    return results

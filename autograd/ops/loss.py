@@ -21,6 +21,7 @@ from autograd import parallel
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops.index import check_ids
+from autograd.sums import row_sums
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -52,7 +53,7 @@ def _logsumexp_rows(x2):
             m = xb.max(axis=1, keepdims=True)
             e = np.subtract(xb, m)
             np.exp(e, out=e)
-            np.log(e.sum(axis=1, keepdims=True), out=lse[lo:hi])
+            np.log(row_sums(e), out=lse[lo:hi])
             lse[lo:hi] += m
 
         parallel.for_chunks(block, x2.shape[0], x2.shape[1])

@@ -12,12 +12,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd.function import Function, unbroadcast
+from autograd.parallel import GEMM_MIN_FLOPS, side_by_side
 from autograd.parallel import deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
 from autograd.ops._util import binary_operands
 from autograd.sums import column_sums
 
 if TYPE_CHECKING:
     from autograd.tensor import Tensor
+
+
+# The two gradients of a product of at least this many flops each (a GPT's output head, 768 x 128
+# @ 128 x 65 on config (a): 110 us each) are computed side by side on the pool's threads, when
+# each is too small to be split itself (GEMM_MIN_FLOPS).
+SIDE_BY_SIDE_FLOPS = 1 << 22
 
 
 def _rows_times(x, w):
@@ -57,31 +64,37 @@ class MatMul(Function):
         return out
 
     def backward(self, g):
-        a, b = self.a, self.b
         # Restore the axes that 1-D operands removed from the output.
         if len(self.a_shape) == 1:
             g = g.reshape(g.shape[:-1] + (1,) + g.shape[-1:])
         if len(self.b_shape) == 1:
             g = g.reshape(g.shape + (1,))
-        ga = gb = None
-        if self.needs_input_grad[0]:
-            if b.ndim == 2:
-                ga = _rows_times(g, b.T)            # (..., N) @ (N, K)
-            else:
-                ga = _mm(g, b.swapaxes(-1, -2))
-            ga = _shaped(unbroadcast(ga, a.shape), self.a_shape)
-        if self.needs_input_grad[1]:
-            if b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous:
-                # b is a transposed view (a tied output head, wte.T): give its gradient the same
-                # layout, so the transpose back to the weight is C-ordered and adds to the
-                # embedding's gradient at full speed (a C + F add is ~30x slower).
-                gb = _mm(_flat_rows(g).T, _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
-            elif b.ndim == 2 and a.ndim > 2:
-                gb = _mm(_flat_rows(a).T, _flat_rows(g))  # (K, rows) @ (rows, N): one product
-            else:
-                gb = unbroadcast(_mm(a.swapaxes(-1, -2), g), b.shape)
-            gb = _shaped(gb, self.b_shape)
-        return ga, gb
+        na, nb = self.needs_input_grad
+        if na and nb and type(g) is np.ndarray and (
+                SIDE_BY_SIDE_FLOPS <= 2 * g.size * self.a.shape[-1] < GEMM_MIN_FLOPS):
+            return tuple(side_by_side(lambda: self._grad_a(g), lambda: self._grad_b(g)))
+        return (self._grad_a(g) if na else None), (self._grad_b(g) if nb else None)
+
+    def _grad_a(self, g):
+        a, b = self.a, self.b
+        if b.ndim == 2:
+            ga = _rows_times(g, b.T)            # (..., N) @ (N, K)
+        else:
+            ga = _mm(g, b.swapaxes(-1, -2))
+        return _shaped(unbroadcast(ga, a.shape), self.a_shape)
+
+    def _grad_b(self, g):
+        a, b = self.a, self.b
+        if b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous:
+            # b is a transposed view (a tied output head, wte.T): give its gradient the same
+            # layout, so the transpose back to the weight is C-ordered and adds to the
+            # embedding's gradient at full speed (a C + F add is ~30x slower).
+            gb = _mm(_flat_rows(g).T, _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
+        elif b.ndim == 2 and a.ndim > 2:
+            gb = _mm(_flat_rows(a).T, _flat_rows(g))  # (K, rows) @ (rows, N): one product
+        else:
+            gb = unbroadcast(_mm(a.swapaxes(-1, -2), g), b.shape)
+        return _shaped(gb, self.b_shape)
 
 
 def matmul(a: Tensor | Any, b: Tensor | Any) -> Tensor:
