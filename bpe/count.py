@@ -35,6 +35,7 @@ import regex
 
 from .bytepair import repair_surrogates
 from .corpus import BLOCK_BYTES, read_blocks
+from .nogc import gc_paused
 from .patterns import segment_splitter
 from .split import chunk_finder, has_astral
 
@@ -208,6 +209,7 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+@gc_paused()
 def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int) -> None:
     _exit_with_parent(parent)
     counter = ChunkCounter(pattern, specials)
@@ -285,6 +287,7 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+@gc_paused()
 def count_files(
     files: list[Path], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
     special_tokens: Iterable[str] = (),
@@ -354,6 +357,7 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
     return out
 
 
+@gc_paused()  # texts in memory: no user code runs meanwhile (a stream's generator might make cycles)
 def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Iterable[str]) -> Counter[str]:
     """``count_texts`` of texts in memory already: each distinct text counted once, weighted."""
     for i, text in enumerate(texts):

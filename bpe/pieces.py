@@ -18,7 +18,6 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 """
 from __future__ import annotations
 
-import gc
 from collections import defaultdict, deque
 from functools import partial
 from itertools import compress, islice
@@ -26,6 +25,7 @@ from itertools import compress, islice
 import numpy as np
 
 from .bytepair import LONG_PIECE, byte_pair_encode, merge_small, utf8
+from .nogc import gc_paused
 from .npmerge import TokenTable, merge_pieces
 from .patterns import segment_cut
 from .split import chunk_finder
@@ -127,17 +127,13 @@ class PieceEncoder:
             self.cache = BatchCache(self.cache)
 
     def __call__(self, text: str) -> list[int]:
-        if len(text) <= ENCODE_BLOCK or not gc.isenabled():
+        if len(text) <= ENCODE_BLOCK:
             return self._encode(text)
-        # A long text creates many tuples and lists (the ids of new pieces, the lists of ids), none
-        # of which can form a cycle; the collector would scan the whole heap for them over and over
-        # (10% of the time of encoding 10 MB beside a large heap), so it pauses, as Mercurial's
-        # parsers do.
-        gc.disable()
-        try:
+        # A long text creates many tuples and lists (the ids of new pieces, the lists of ids): the
+        # collector would scan the whole heap for cycles over and over (10% of the time of
+        # encoding 10 MB beside a large heap).
+        with gc_paused():
             return self._encode(text)
-        finally:
-            gc.enable()
 
     def _encode(self, text: str) -> list[int]:
         out: list[int] = []
