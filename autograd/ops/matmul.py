@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autograd.function import Function, unbroadcast
-from autograd.parallel import GEMM_MIN_FLOPS, side_by_side
+from autograd import parallel
 from autograd.parallel import deferred_matmul as _deferred_mm, deferred_row_sum as _deferred_sum, matmul as _mm
 from autograd.ops._util import binary_operands
 from autograd.sums import column_sums
@@ -71,8 +71,8 @@ class MatMul(Function):
             g = g.reshape(g.shape + (1,))
         na, nb = self.needs_input_grad
         if na and nb and type(g) is np.ndarray and (
-                SIDE_BY_SIDE_FLOPS <= 2 * g.size * self.a.shape[-1] < GEMM_MIN_FLOPS):
-            return tuple(side_by_side(lambda: self._grad_a(g), lambda: self._grad_b(g)))
+                SIDE_BY_SIDE_FLOPS <= 2 * g.size * self.a.shape[-1] < parallel.GEMM_MIN_FLOPS):
+            return tuple(parallel.side_by_side(lambda: self._grad_a(g), lambda: self._grad_b(g)))
         return (self._grad_a(g) if na else None), (self._grad_b(g) if nb else None)
 
     def _grad_a(self, g):

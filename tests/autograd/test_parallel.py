@@ -195,3 +195,41 @@ def test_for_chunks_does_not_wait_for_a_worker_busy_with_deferred_work(pool):
     release.set()
     parallel.drain()
     assert (seen == 1).all()
+
+
+def test_side_by_side_returns_each_tasks_result_in_order(pool):
+    import threading
+
+    parallel.set_threads(2)
+    started, seen = threading.Barrier(2, timeout=10), []
+
+    def task(i):
+        def run():
+            started.wait()          # returns only when both tasks run at once, on two threads
+            seen.append(threading.get_ident())
+            return i * 10
+        return run
+
+    assert parallel.side_by_side(task(1), task(2)) == [10, 20]
+    assert len(set(seen)) == 2
+    parallel.set_threads(1)
+    assert parallel.side_by_side(lambda: "a", lambda: "b") == ["a", "b"]
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_matmul_gradients_side_by_side_gradcheck(pool, monkeypatch, tied):
+    import importlib
+
+    matmul_module = importlib.import_module("autograd.ops.matmul")   # autograd.ops.matmul is the function
+    monkeypatch.setattr(matmul_module, "SIDE_BY_SIDE_FLOPS", 1)
+    monkeypatch.setattr(parallel, "GEMM_MIN_FLOPS", 1 << 40)   # each product too small to split
+    calls = []
+    real = parallel.side_by_side
+    monkeypatch.setattr(parallel, "side_by_side", lambda *t: calls.append(len(t)) or real(*t))
+    parallel.set_threads(2)
+    rng = np.random.default_rng(4)
+    a = Tensor(rng.standard_normal((2, 5, 6)), requires_grad=True)
+    w = Tensor(rng.standard_normal((7, 6) if tied else (6, 7)), requires_grad=True)
+    fn = (lambda a, w: ops.matmul(a, w.T)) if tied else ops.matmul   # tied: an output head's wte.T
+    assert gradcheck(fn, [a, w])
+    assert calls and set(calls) == {2}
