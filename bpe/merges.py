@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import heapq
 import sys
-from collections import Counter, defaultdict
-from operator import add
+from collections import defaultdict
 from typing import Callable, Mapping
+
+import numpy as np
 
 from .bytepair import utf8
 from .nogc import gc_paused
@@ -59,22 +60,34 @@ def _words(chunk_counts: Mapping[str | bytes, int]) -> tuple[list[str], list[int
 
 
 def _pair_index(words: list[str], counts: list[int]) -> tuple[defaultdict, defaultdict]:
-    """``pairs`` (pair -> weighted count) and ``where`` (pair -> chunk indices, once per occurrence)."""
+    """``pairs`` (pair -> weighted count) and ``where`` (pair -> chunk indices, once per occurrence,
+    in increasing order), from ``words`` of single bytes (before any merge).
+
+    In NumPy: a pair of bytes is a key ``left * 256 + right``; sorting the occurrences by key
+    groups each pair's chunks, so Python runs once per distinct pair (at most 65,536), not once
+    per occurrence (a million in 50 MB of code: 0.25 s).
+    """
     pairs: defaultdict[str, int] = defaultdict(int)
     where: defaultdict[str, list[int]] = defaultdict(list)
-    once: list[str] = []  # pairs of chunks seen once, counted by one Counter in C
-    for wi, w in enumerate(words):
-        n = counts[wi]
-        ps = list(map(add, w, w[1:]))
-        if n == 1:
-            once += ps
-        else:
-            for p in ps:
-                pairs[p] += n
-        for p in ps:
-            where[p].append(wi)
-    for p, n in Counter(once).items():
-        pairs[p] += n
+    if not words:
+        return pairs, where
+    data = np.frombuffer("".join(words).encode("latin-1"), dtype=np.uint8).astype(np.int64)
+    sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    inner = np.ones(data.size, dtype=bool)
+    inner[np.cumsum(sizes) - 1] = False  # a chunk's last byte starts no pair
+    at = np.flatnonzero(inner)
+    key = (data[at] << 8 | data[at + 1]).astype(np.uint16)  # 16 bits: NumPy's stable sort is a radix sort
+    order = np.argsort(key, kind="stable")  # stable: each pair's chunks stay in increasing order
+    key = key[order]
+    chunk = np.repeat(np.arange(len(words)), sizes)[at[order]]
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    total = np.add.reduceat(np.array(counts, dtype=np.int64)[chunk], first)
+    listed = chunk.tolist()
+    bounds = first.tolist() + [len(listed)]
+    for k, n, s, e in zip(key[first].tolist(), total.tolist(), bounds[:-1], bounds[1:]):
+        p = chr(k >> 8) + chr(k & 255)
+        pairs[p] = n
+        where[p] = listed[s:e]
     return pairs, where
 
 

@@ -201,3 +201,17 @@ def test_many_non_utf8_files_give_one_warning(tmp_path):
         Tokenizer.train(tmp_path, vocab_size=260)
     msgs = [str(w.message) for w in record if issubclass(w.category, UnicodeWarning)]
     assert len(msgs) == 1 and msgs[0].startswith("3 corpus files") and "f0.txt" in msgs[0]
+
+
+@given(chunks=st.dictionaries(st.binary(min_size=2, max_size=12), st.integers(1, 5), max_size=30))
+def test_pair_index_lists_each_occurrence_in_chunk_order(chunks):
+    from bpe.merges import _pair_index, _words
+
+    words, counts = _words(chunks)
+    pairs, where = _pair_index(words, counts)
+    want_pairs, want_where = {}, {}
+    for wi, w in enumerate(words):
+        for p in map("".join, zip(w, w[1:])):
+            want_pairs[p] = want_pairs.get(p, 0) + counts[wi]
+            want_where.setdefault(p, []).append(wi)
+    assert dict(pairs) == want_pairs and dict(where) == want_where
