@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+import numpy as np
+
 from autograd.backend import device_of, xp_of
+
+_HOST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _grads(params: Iterable[Any]) -> list:
@@ -22,6 +26,14 @@ def _grads(params: Iterable[Any]) -> list:
 
 def _squares(grads: list) -> dict:
     """device -> sum of squares (float64, on that device)."""
+    if all(type(g) is np.ndarray and g.dtype in _HOST_FLOATS for g in grads):
+        # the same sums in the same order with less Python per gradient: a GPT's ~50 small
+        # gradients took 0.3 ms, the step's only phase that runs on one thread
+        total = 0.0
+        for g in grads:
+            flat = g.reshape(-1)
+            total += float(flat.dot(flat))
+        return {"cpu": np.float64(total)}
     per_device: dict = {}
     for g in grads:
         flat = g.reshape(-1)

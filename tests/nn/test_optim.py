@@ -194,6 +194,20 @@ def test_clip_grad_norm_leaves_non_finite_gradients_alone_and_float16_works():
     assert clip_grad_norm([p], 1.0) == pytest.approx(100 * math.sqrt(3), rel=1e-3)
 
 
+def test_grad_norm_of_float32_gradients_is_the_float64_norm_and_stays_an_array_on_request():
+    from nn.optim import grad_norm
+
+    rng = np.random.default_rng(5)
+    params = [Parameter(np.zeros(s, np.float32)) for s in [(7, 3), (5,), (4, 2, 2)]]
+    for p in params:
+        p.grad = rng.standard_normal(p.shape).astype(np.float32)
+    expected = math.sqrt(sum((p.grad.astype(np.float64) ** 2).sum() for p in params))
+    assert grad_norm(params) == pytest.approx(expected, rel=1e-6)
+    on_device = grad_norm(params, to_host=False)
+    assert isinstance(on_device, np.ndarray) and on_device.shape == ()
+    assert float(on_device) == grad_norm(params)
+
+
 def test_warmup_cosine_shape():
     kw = dict(warmup=10, total=110, lr_max=1.0, lr_min=0.1)
     assert warmup_cosine(0, **kw) == pytest.approx(0.1)
