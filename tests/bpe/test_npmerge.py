@@ -14,8 +14,10 @@ from .conftest import PROSE
 
 tiktoken = pytest.importorskip("tiktoken")
 
-# Pieces from a small alphabet repeat pairs, so merges overlap ('aaa'), chain and tie.
+# Pieces from a small alphabet repeat pairs, so merges overlap ('aaa'), chain and tie; long ones
+# up to the longest that encoding batches (bpe.pieces.BATCH_MAX_BYTES).
 pieces = st.lists(st.binary(min_size=1, max_size=70) | st.text("ab \n", min_size=1, max_size=40).map(str.encode)
+                  | st.text("ab a\0", min_size=64, max_size=bpe.pieces.BATCH_MAX_BYTES - 1).map(str.encode)
                   | st.sampled_from([b"aaa", b"aaaa", b"    ", b"abab", b"\x00\x00", b"a\x00", b"\xff\xfe"]),
                   min_size=1, max_size=40)
 unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300) | st.lists(
