@@ -233,3 +233,47 @@ def test_matmul_gradients_side_by_side_gradcheck(pool, monkeypatch, tied):
     fn = (lambda a, w: ops.matmul(a, w.T)) if tied else ops.matmul   # tied: an output head's wte.T
     assert gradcheck(fn, [a, w])
     assert calls and set(calls) == {2}
+
+
+def test_pool_runs_deferred_work_and_exits_on_close():
+    import threading
+
+    from autograd.pool import Pool
+
+    pool = Pool(2, name="test-pool")
+    results, lock = [], threading.Lock()
+
+    def task(i):
+        def run():
+            with lock:
+                results.append(i)
+        return run
+
+    for i in range(50):
+        pool.defer(task(i))
+    pool.drain()
+    assert sorted(results) == list(range(50)) and not pool.pending()
+    pool.close()
+    for t in pool._threads:
+        t.join(timeout=10)
+        assert not t.is_alive()
+
+
+def test_a_waiting_helper_goes_before_deferred_work():
+    import threading
+
+    from autograd.pool import Pool
+
+    pool = Pool(1, name="test-pool")
+    started, gate, order = threading.Event(), threading.Event(), []
+    pool.defer(lambda: (started.set(), gate.wait(10), order.append("first")))   # the worker, busy
+    assert started.wait(10)
+    pool.defer(lambda: order.append("deferred"))
+    pool.help(lambda: order.append("helper"), 1)
+    gate.set()
+    for _ in range(1000):             # the worker's; drain() would run the queued task itself
+        if len(order) == 3:
+            break
+        threading.Event().wait(0.01)
+    pool.close()
+    assert order == ["first", "helper", "deferred"]
