@@ -235,10 +235,16 @@ class PieceEncoder:
         np.cumsum(sorted_sizes, out=starts[1:])
         src = np.repeat(ends[order] - starts[1:], sorted_sizes) + np.arange(starts[-1])
         counts, ids = merge_pieces(self._table, np.frombuffer(data, np.uint8)[src], starts)
-        flat = ids.tolist()
-        stop = np.cumsum(counts).tolist()
-        parts = map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))
-        deque(map(list.extend, map(lists.__getitem__, order.tolist()), parts), maxlen=0)
+        # The ids put back in the pieces' own order in NumPy, so that the lists are filled in turn
+        # (10% of this function's time when each list was looked up in the sorted order).
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        first = (np.cumsum(counts) - counts)[back]  # where each piece's ids start in ``ids``
+        counts = counts[back]
+        stop = np.cumsum(counts)
+        flat = ids[np.repeat(first - (stop - counts), counts) + np.arange(ids.size)].tolist()
+        stop = stop.tolist()
+        deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))), maxlen=0)
 
     def _token_table(self) -> bool:
         """Build the token table and start batching; False when it cannot be built for these ranks."""
