@@ -1,20 +1,9 @@
-"""Counting pre-tokenized chunks: text -> {chunk: count}, once, in bounded memory, in parallel.
+"""Counting pre-tokenized chunks in parallel: files or texts -> {chunk: count}.
 
-Training needs only how often each distinct chunk occurs. ``ChunkCounter`` gets
-exactly ``Counter(regex.findall(pattern, text))`` summed over the texts it is fed,
-but fast: texts are first cut into segments at provable chunk boundaries
-(``patterns.segment_splitter``), identical segments (repeated lines of code, say)
-are counted as strings, and only distinct segments go through the regex. Where the first
-PROBE_CHARS characters repeat too few segments for that to pay, the rest of the texts go
-straight through the regex. The segment table is flushed into the chunk table when it grows
-past a limit, so memory stays bounded on any corpus.
-
-Special-token text found in the corpus (``<|endoftext|>`` between documents, say)
-separates documents and is not counted, so no merge learns from it.
-
-``count_files`` and ``count_texts`` drive one or several ``ChunkCounter``s: with
-``workers > 1`` they start worker processes that each count their share (file byte
-ranges, or batches of texts) and send back one table each.
+``count_files`` and ``count_texts`` drive one or several ``chunkcount.ChunkCounter``s (which
+count one process's share exactly and in bounded memory): with ``workers > 1`` they start
+worker processes that each count their share (file byte ranges, or batches of texts) and send
+back one table each.
 """
 from __future__ import annotations
 
@@ -24,156 +13,15 @@ import signal
 import threading
 import time
 import warnings
-from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress
-from operator import not_
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
-import regex
-
-from .bytepair import repair_surrogates
+from .chunkcount import ChunkCounter
 from .corpus import BLOCK_BYTES, read_blocks
 from .nogc import gc_paused
-from .patterns import segment_splitter
-from .split import chunk_finder, has_astral
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
-MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts
-PROBE_CHARS = 4 << 20  # characters counted through segments before choosing whether to go on so
-DIRECT_SHARE = 0.85  # ... go on only while the distinct segments hold at most this share of them
-BATCH_CHARS = 1 << 16  # characters of segments pre-tokenized by one regex call when flushing
-
-
-class ChunkCounter:
-    """Accumulates chunk counts of texts under one split pattern.
-
-    Segments between two cuts ("regular" ones) can be concatenated in any order without
-    changing their chunks, because each cut rule only looks at the character before the
-    cut and the start of the segment after it. So all distinct regular segments that
-    occur ``n`` times are joined and pre-tokenized by one regex call; only the first and
-    last segment of each text (whose outer ends are not cuts) are handled one by one.
-    """
-
-    def __init__(self, pattern: str, special_tokens: Iterable[str] = ()):
-        self.pattern = pattern
-        specials = sorted(set(special_tokens), key=len, reverse=True)
-        # Special-token text in the corpus separates documents and is not learned from.
-        self._specials = specials
-        self._special_split = regex.compile("|".join(map(regex.escape, specials))).split if specials else None
-        self._findall = chunk_finder(pattern)
-        self._split = segment_splitter(pattern)
-        self._segments: Counter[str] = Counter()  # regular segments
-        self._ends: Counter[str] = Counter()  # first and last segments of texts
-        self.chunks: Counter[str] = Counter()
-        self.n_bytes = 0  # characters seen, a progress measure
-        self._probe_at = PROBE_CHARS if self._split is not None else None
-        self._cut_chars = 0  # characters cut into segments (each distinct text once)
-
-    def add(self, text: str, times: int = 1) -> None:
-        """Count the chunks of one text (a document: chunks never span two texts), ``times`` over."""
-        text = repair_surrogates(text)  # as encoding does, so training sees the same pieces
-        self.n_bytes += len(text) * times
-        if self._special_split is not None and any(s in text for s in self._specials):
-            parts = self._special_split(text)
-            if len(parts) > 1:
-                for part in parts:
-                    self._add(part, times)
-                return
-        self._add(text, times)
-
-    def _add(self, text: str, times: int) -> None:
-        if self._split is None:
-            chunks = self._findall(text)
-            if times == 1:
-                self.chunks.update(chunks)
-            else:
-                for c, k in Counter(chunks).items():
-                    self.chunks[c] += k * times
-            return
-        segs = self._split(text)
-        self._cut_chars += len(text)
-        if times > 1:  # a repeated document: its segments counted once, then weighted
-            for s, k in Counter(segs[1:-1]).items():
-                self._segments[s] += k * times
-            self._ends[segs[0]] += times
-            if len(segs) > 1:
-                self._ends[segs[-1]] += times
-        elif len(segs) <= 2:
-            self._ends.update(segs)
-        else:
-            self._ends[segs[0]] += 1
-            self._ends[segs[-1]] += 1
-            del segs[0], segs[-1]
-            self._segments.update(segs)
-        if self._probe_at is not None and self._cut_chars >= self._probe_at:
-            self._choose()
-        if len(self._segments) + len(self._ends) > MAX_SEGMENTS:
-            self.flush()
-
-    def _choose(self) -> None:
-        """Go on cutting texts into segments only if repeated segments saved enough so far. Cutting
-        and counting them costs about a third of pre-tokenizing the text: counting 33 MB of
-        translated text (distinct segments: 86% of it) took 3.0 s through segments, 2.1 s without;
-        code (76%) 1.8 s against 1.5 s; English prose with its repeated licences (32%) 1.4 s
-        against 1.9 s. A prefix of a corpus repeats less than the whole (prose's first 4 MB: 80%),
-        hence the high bar."""
-        self._probe_at = None
-        distinct = sum(map(len, self._segments)) + sum(map(len, self._ends))
-        if distinct > DIRECT_SHARE * self._cut_chars:
-            self._split = None
-
-    def flush(self) -> None:
-        """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
-        findall = self._findall
-        counts = self.chunks
-        items = self._segments.items()
-        by_count: dict[int, list[str]] = {1: [s for s, n in items if n == 1]}
-        for seg, n in [kv for kv in items if kv[1] != 1]:
-            lst = by_count.get(n)
-            if lst is None:
-                by_count[n] = [seg]
-            else:
-                lst.append(seg)
-        for n, group in by_count.items():
-            for segs in _batches(group):
-                joined = "".join(segs)
-                if not has_astral(joined):
-                    chunks = findall(joined)
-                else:  # only the segments that hold astral characters take the twin's stand-in path
-                    astral = list(map(has_astral, segs))
-                    chunks = findall("".join(compress(segs, map(not_, astral))))
-                    chunks += findall("".join(compress(segs, astral)))
-                if n == 1:
-                    counts.update(chunks)
-                else:
-                    for c, k in Counter(chunks).items():
-                        counts[c] += k * n
-        for seg, n in self._ends.items():
-            for c in findall(seg):
-                counts[c] += n
-        self._segments = Counter()
-        self._ends = Counter()
-
-    def result(self) -> Counter[str]:
-        self.flush()
-        return self.chunks
-
-
-def _batches(segs: list[str]) -> Iterator[list[str]]:
-    """``segs`` in runs of about BATCH_CHARS characters: the chunks of one run, and the strs
-    they are made of, stay in the processor's cache while they are counted (one run of all the
-    segments of a 30 MB corpus counted 2.5x slower)."""
-    if len(segs) < 2:
-        yield segs
-        return
-    ends = list(accumulate(map(len, segs)))
-    lo = 0
-    while lo < len(segs):
-        hi = max(bisect_right(ends, ends[lo] + BATCH_CHARS, lo), lo + 1)
-        yield segs[lo:hi]
-        lo = hi
 
 
 def _merge_into(total: Counter[str], part: dict[str, int]) -> None:

@@ -17,8 +17,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from .chunkcount import ChunkCounter
 from .corpus import BLOCK_BYTES, read_blocks
-from .count import ChunkCounter
 
 # Environment variables by which launchers announce the job size (MPICH/hydra, Open MPI, PMIx).
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")

@@ -59,8 +59,8 @@ def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, sha
     from collections import Counter
     from unittest import mock
 
-    from bpe import count
-    from bpe.count import ChunkCounter
+    from bpe import chunkcount as count
+    from bpe.chunkcount import ChunkCounter
 
     # The choice after ``probe`` characters (None: the default) to go on through segments or
     # not, and the runs of segments the flush pre-tokenizes together, change no count.

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, Tokenizer
-from bpe.count import ChunkCounter
+from bpe.chunkcount import ChunkCounter
 from bpe.merges import train_merges
 
 from .reference import naive_train
