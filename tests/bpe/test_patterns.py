@@ -53,7 +53,7 @@ def test_unknown_pattern_has_no_cuts():
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
 @given(texts=st.lists(tricky, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
-       probe=st.sampled_from([None, 0, 30]), share=st.sampled_from([0.0, 0.85, 1.0]),
+       probe=st.sampled_from([None, 0, 30]), share=st.sampled_from([0.0, 0.7, 1.0]),
        batch=st.sampled_from([1 << 16, 1, 7]))
 def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, share, batch):
     from collections import Counter
