@@ -43,6 +43,13 @@ class IncompatibleKeys(NamedTuple):
 
 
 _hook_ids = itertools.count()
+_live_hooks = 0   # forward hooks registered and not removed, over every module
+
+
+def any_forward_hooks() -> bool:
+    """Whether some module has a forward hook: while none has, a fused path that skips layers
+    need not look for hooks on each of them (gpt's Block walks a dozen modules per forward)."""
+    return _live_hooks > 0
 
 
 class _HookHandle:
@@ -50,7 +57,9 @@ class _HookHandle:
         self._hooks, self._key = hooks, key
 
     def remove(self) -> None:
-        self._hooks.pop(self._key, None)
+        global _live_hooks
+        if self._hooks.pop(self._key, None) is not None:
+            _live_hooks -= 1
 
 
 class Module:
@@ -136,8 +145,10 @@ class Module:
 
     def register_forward_hook(self, fn: Callable) -> _HookHandle:
         """Call `fn(module, args, output)` after every forward; a non-None return replaces the output."""
+        global _live_hooks
         key = next(_hook_ids)
         self._forward_hooks[key] = fn
+        _live_hooks += 1
         return _HookHandle(self._forward_hooks, key)
 
     # ---- walking the tree ---------------------------------------------------------------

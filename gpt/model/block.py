@@ -28,6 +28,7 @@ from autograd.ops import mlp as mlp_op
 from autograd.ops import self_attention
 from autograd.ops._util import host_floats
 from gpt.model.config import GPTConfig
+from nn.module import any_forward_hooks
 
 RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
 
@@ -104,7 +105,7 @@ class Block(nn.Module):
         drops = (self.attn.resid_dropout, mlp.dropout, self.mlp_drop)
         if self.training and any(d.p > 0 for d in drops):
             return False
-        if any(m._forward_hooks for m in self.modules() if m is not self):
+        if any_forward_hooks() and any(m._forward_hooks for m in self.modules() if m is not self):
             return False
         norms = [p.data for p in ln_1.parameters()] + [p.data for p in ln_2.parameters()]
         return host_floats(x.data, *norms) and self.attn._fused(x, None) and mlp._fused(x)

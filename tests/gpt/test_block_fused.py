@@ -68,6 +68,11 @@ def test_block_is_fused_only_where_the_fusion_is_exact():
                   _block(pos="rope"), _block(qk_norm=True), _block(n_kv_head=1)):
         assert not _is_fused(other(x))
     hooked = _block()
-    hooked.ln_2.register_forward_hook(lambda m, a, out: out * 2)
+    handle = hooked.ln_2.register_forward_hook(lambda m, a, out: out * 2)
     assert not _is_fused(hooked(x))
+    handle.remove()
+    assert _is_fused(hooked(x))                             # fused again once the hook is gone
+    handle = hooked.mlp_drop.register_forward_hook(lambda m, a, out: out)  # a layer the ops skip
+    assert not _is_fused(hooked(x))
+    handle.remove()
     assert not _is_fused(_block()(Tensor(x.data.astype(np.float64))))   # weights float32, x float64

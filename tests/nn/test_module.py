@@ -229,3 +229,18 @@ def test_deepcopy_gives_an_independent_module_with_the_same_outputs():
     twin.embed.weight.data += 1
     assert not np.array_equal(net(x).data, twin(x).data)
     assert [n for n, _ in twin.named_parameters()] == NAMES
+
+
+def test_any_forward_hooks_counts_live_hooks_once_each():
+    from nn.module import any_forward_hooks
+
+    before = any_forward_hooks()
+    a, b = Module(), Module()
+    ha = a.register_forward_hook(lambda m, args, out: None)
+    hb = b.register_forward_hook(lambda m, args, out: None)
+    assert any_forward_hooks()
+    ha.remove()
+    ha.remove()                 # a second remove must not count the other hook away
+    assert any_forward_hooks()
+    hb.remove()
+    assert any_forward_hooks() == before
