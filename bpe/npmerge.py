@@ -158,16 +158,15 @@ def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
     """
     n = data.size
     raw, words = data.tobytes(), span_words(data)
-    d = data.astype(np.int64)
     place = np.arange(n, dtype=np.int64)
     # A part is a span [p, nxt[p]) of its piece, kept at its first byte p; a part absorbed by its
     # left neighbour leaves a hole. key[p] = rank of joining part p with the next one << 32 | p, so
     # the minimum over a piece is its lowest rank, leftmost first; a hole or a piece's last part
     # has rank INF.
-    tok = table.byte_id[d]
+    tok = table.byte_id[data]
     end = np.repeat(starts[1:], np.diff(starts))  # where the piece holding each byte ends
     key = np.empty(n, dtype=np.int64)
-    key[:-1] = table.byte_pair[d[:-1] << 8 | d[1:]] << 32 | place[:-1]
+    key[:-1] = table.byte_pair[data[:-1].astype(np.uint16) << 8 | data[1:]] << 32 | place[:-1]  # 16-bit pairs: narrow passes
     last = starts[1:] - 1
     key[last] = _INF_KEY | last
     nxt = place + 1
