@@ -23,4 +23,20 @@ def gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        _age_survivors()
         gc.enable()
+
+
+def _age_survivors() -> None:
+    """Move every tracked object to the oldest generation, where a full collection still sees it.
+
+    What a paused block keeps is long-lived (a tokenizer's cache holds a list per new piece: 160k
+    after 10 MB of multilingual text). Left in the youngest generation, the first allocation
+    after enable() scans all of it (50 ms there, 6% of that encode) only to promote it, and the
+    middle generation's next collection scans it again. freeze() and unfreeze() splice the
+    generations' lists into the oldest one instead, in constant time. Not where the program has
+    frozen objects of its own (a server before fork): unfreeze() would let them go.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
