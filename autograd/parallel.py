@@ -25,7 +25,6 @@ import functools
 import itertools
 import os
 import threading
-from _thread import allocate_lock as _allocate_lock
 from typing import Callable
 
 import numpy as np
@@ -136,7 +135,7 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
     n = len(bounds)
     # held until the last chunk is finished: a bare lock, which its finisher releases, costs a
     # fraction of an Event's Python-level set() and wait() (a small op's whole hand-off counts)
-    done, errors = _allocate_lock(), []
+    done, errors = threading.Lock(), []
     done.acquire()
 
     def worker():

@@ -70,12 +70,7 @@ class ChunkCounter:
 
     def _add(self, text: str, times: int) -> None:
         if self._split is None:
-            chunks = self._findall(text)
-            if times == 1:
-                self.chunks.update(chunks)
-            else:
-                for c, k in Counter(chunks).items():
-                    self.chunks[c] += k * times
+            _count(self.chunks, self._findall(text), times)
             return
         segs = self._split(text)
         self._cut_chars += len(text)
@@ -131,20 +126,24 @@ class ChunkCounter:
                     astral = list(map(has_astral, segs))
                     chunks = findall("".join(compress(segs, map(not_, astral))))
                     chunks += findall("".join(compress(segs, astral)))
-                if n == 1:
-                    counts.update(chunks)
-                else:
-                    for c, k in Counter(chunks).items():
-                        counts[c] += k * n
+                _count(counts, chunks, n)
         for seg, n in self._ends.items():
-            for c in findall(seg):
-                counts[c] += n
+            _count(counts, findall(seg), n)
         self._segments = Counter()
         self._ends = Counter()
 
     def result(self) -> Counter[str]:
         self.flush()
         return self.chunks
+
+
+def _count(counts: Counter[str], chunks: list[str], times: int) -> None:
+    """Add each of ``chunks`` ``times`` times to ``counts`` (once: one update in C)."""
+    if times == 1:
+        counts.update(chunks)
+    else:
+        for c, k in Counter(chunks).items():
+            counts[c] += k * times
 
 
 def _batches(segs: list[str]) -> Iterator[list[str]]:

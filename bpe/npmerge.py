@@ -51,16 +51,15 @@ class _Buckets:
         self.index = np.append(index, _EMPTY)  # position in ``key`` of each sorted key
         self.start = np.zeros((1 << self.bits) + 1, dtype=np.int64)
         np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
-        first = self.start[:-1]
+        first, size = self.start[:-1], np.diff(self.start)
         # An empty bucket's head is the next bucket's first key, whose home differs: never equal.
         self.head_key = self.key[first]
-        self.head = np.where(np.diff(self.start) > 0, self.index[first], _EMPTY)
-        self.crowded = np.diff(self.start) > 1
+        self.head = np.where(size > 0, self.index[first], _EMPTY)
+        self.crowded = size > 1
 
     def distinct(self) -> bool:
         """Whether the keys were distinct (equal keys share a bucket: only crowded ones are checked)."""
-        size = np.diff(self.start)
-        crowded = self.key[:-1][np.repeat(size > 1, size)]
+        crowded = self.key[:-1][np.repeat(self.crowded, np.diff(self.start))]
         return np.unique(crowded).size == crowded.size
 
     def _home(self, key: np.ndarray) -> np.ndarray:
