@@ -28,6 +28,10 @@ smallest. Within a chunk, occurrences are merged left to right without overlap
 A merge of pair ``(a, b)`` into ``c`` visits only the chunks in ``where[(a, b)]``; for
 each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` and
 ``(b, y) -> (c, y)``.
+
+The first merges, whose pairs occur in tens of thousands of chunks, run in NumPy instead
+(arraymerge.py: the same counts and merges, a few array passes per merge); the state is handed
+to the loop above once the merges' pairs occur in few places.
 """
 from __future__ import annotations
 
@@ -38,8 +42,14 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .arraymerge import ArrayMerges
 from .bytepair import utf8
 from .nogc import gc_paused
+
+# Merges run in NumPy (arraymerge.py) until their pairs are listed at fewer than this many
+# positions on average (a running mean over about 64 merges); the Python loop runs the rest.
+# An array pass costs microseconds however few the positions.
+ARRAY_MIN = 100
 
 
 def _words(chunk_counts: Mapping[str | bytes, int]) -> tuple[list[str], list[int]]:
@@ -59,43 +69,6 @@ def _words(chunk_counts: Mapping[str | bytes, int]) -> tuple[list[str], list[int
     return words, counts
 
 
-def _pair_index(words: list[str], counts: list[int]) -> tuple[defaultdict, defaultdict]:
-    """``pairs`` (pair -> weighted count) and ``where`` (pair -> chunk indices, once per occurrence,
-    in increasing order), from ``words`` of single bytes (before any merge).
-
-    In NumPy: a pair of bytes is a key ``left * 256 + right``; sorting the occurrences by key
-    groups each pair's chunks, so Python runs once per distinct pair (at most 65,536), not once
-    per occurrence (a million in 50 MB of code: 0.25 s).
-    """
-    pairs: defaultdict[str, int] = defaultdict(int)
-    where: defaultdict[str, list[int]] = defaultdict(list)
-    if not words:
-        return pairs, where
-    data = np.frombuffer("".join(words).encode("latin-1"), dtype=np.uint8)
-    sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    # Every byte but each chunk's last starts a pair; 16-bit keys, the narrowest arrays: on a
-    # heap of half a million chunks, wide ones cost more in fresh pages than in arithmetic.
-    inner = np.ones(data.size - 1, dtype=bool)
-    inner[np.cumsum(sizes)[:-1] - 1] = False
-    key = (data[:-1].astype(np.uint16) << 8 | data[1:])[inner]
-    order = np.argsort(key, kind="stable")  # stable: each pair's chunks stay in increasing order; radix
-    key = key[order]
-    chunk = np.repeat(np.arange(len(words), dtype=np.int32), sizes - 1)[order]
-    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-    total = np.add.reduceat(np.array(counts, dtype=np.int64)[chunk], first)
-    # The lists hold one int object per chunk, as the merge loop's would: a new int per
-    # occurrence (tolist of the indexes) took 30 bytes each, 170 MB for 50 MB of translations.
-    ints = np.empty(len(words), dtype=object)
-    ints[:] = range(len(words))
-    listed = ints[chunk].tolist()
-    bounds = first.tolist() + [len(listed)]
-    for k, n, s, e in zip(key[first].tolist(), total.tolist(), bounds[:-1], bounds[1:]):
-        p = chr(k >> 8) + chr(k & 255)
-        pairs[p] = n
-        where[p] = listed[s:e]
-    return pairs, where
-
-
 # The pair index is a list per pair, and the loop makes more: none can form a cycle, and the
 # collector's scans of them were 12% of training 50 MB of code.
 @gc_paused()
@@ -104,11 +77,14 @@ def train_merges(
     n_merges: int,
     min_frequency: int = 1,
     progress: Callable[[int], None] | None = None,
+    array_min: float | None = None,
 ) -> list[tuple[int, int]]:
     """Learn up to ``n_merges`` merges from distinct chunks and their counts.
 
     Returns a list of ``(left_id, right_id)``; merge ``k`` creates id ``256 + k``. Fewer
-    merges come back when no pair occurs ``min_frequency`` times any more.
+    merges come back when no pair occurs ``min_frequency`` times any more. ``array_min``
+    (default ARRAY_MIN) chooses where the merges leave NumPy for the Python loop: 0 never,
+    ``math.inf`` at once; the merges are the same.
     """
     if n_merges <= 0:
         return []
@@ -116,8 +92,13 @@ def train_merges(
         raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
     min_frequency = max(1, int(min_frequency))
     words, counts = _words(chunk_counts)
-    pairs, where = _pair_index(words, counts)
+    early: ArrayMerges | None = ArrayMerges(words, counts)
+    handed = early  # the early index, read by the Python loop once it runs the merges
+    pairs = early.pairs
+    where: defaultdict[str, list[int]] = defaultdict(list)
     pget = pairs.get
+    array_min = ARRAY_MIN if array_min is None else array_min
+    mean = None  # the running mean of the merges' listed positions
 
     # Heap entries are ints: -count * 2**42 + left * 2**21 + right (ids < 2**21), so the
     # smallest entry is the highest count, then the smallest (left, right).
@@ -141,10 +122,21 @@ def train_merges(
             continue
         c = chr(256 + len(merges))
         merges.append((ord(a), ord(b)))
-        touched: set[str] = set()
-        tadd = touched.add
+        if early is not None:
+            n_listed = early.listed(key)
+            mean = n_listed if mean is None else mean + (n_listed - mean) / 64
+            if mean >= array_min:
+                touched = early.merge(key, ord(c))
+                listed = ()
+            else:
+                words, early = early.words(), None
+        if early is None:
+            listed = where.pop(ab, [])
+            listed += handed.chunks_of(key)
+            touched = set()
+            tadd = touched.add
         # Each chunk once: a chunk holding the pair k times is listed k times.
-        for wi in dict.fromkeys(where.pop(ab)):
+        for wi in dict.fromkeys(listed):
             w = words[wi]
             i = w.find(ab)
             if i < 0:

@@ -1,9 +1,10 @@
 """The incremental trainer learns exactly the merges of the naive trainer, and checks its input."""
+import math
 import os
 import warnings
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, Tokenizer
 from bpe.chunkcount import ChunkCounter
@@ -204,14 +205,28 @@ def test_many_non_utf8_files_give_one_warning(tmp_path):
 
 
 @given(chunks=st.dictionaries(st.binary(min_size=2, max_size=12), st.integers(1, 5), max_size=30))
-def test_pair_index_lists_each_occurrence_in_chunk_order(chunks):
-    from bpe.merges import _pair_index, _words
+def test_array_index_lists_each_occurrence_in_chunk_order(chunks):
+    from bpe.arraymerge import ArrayMerges
+    from bpe.merges import _words
 
     words, counts = _words(chunks)
-    pairs, where = _pair_index(words, counts)
+    early = ArrayMerges(words, counts)
     want_pairs, want_where = {}, {}
     for wi, w in enumerate(words):
         for p in map("".join, zip(w, w[1:])):
             want_pairs[p] = want_pairs.get(p, 0) + counts[wi]
             want_where.setdefault(p, []).append(wi)
-    assert dict(pairs) == want_pairs and dict(where) == want_where
+    assert dict(early.pairs) == want_pairs
+    assert {p: early.chunks_of(ord(p[0]) << 21 | ord(p[1])) for p in want_where} == want_where
+
+
+@given(chunks=st.dictionaries(st.text(alphabet="aab cé", min_size=1, max_size=14), st.integers(1, 4), max_size=25),
+       n=st.integers(1, 40), minf=st.integers(1, 3))
+@example(chunks={"abab": 3, "ba": 2, "cababab": 1}, n=4, minf=1)  # adjacent occurrences of a pair
+@example(chunks={"aaaaa": 2, "baaab": 1, "aa": 1}, n=4, minf=1)     # runs of a pair of one token
+def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
+    # array_min 0: every merge in arraymerge; inf: the loop from the first; 3: a handover midway
+    runs = [train_merges(chunks, n, minf, array_min=m) for m in (0, math.inf, 3)]
+    assert runs[0] == runs[1] == runs[2]
+    texts = [c for c, k in chunks.items() for _ in range(k)]
+    assert runs[0] == naive_train(texts, n, r"(?s).+", minf)  # each text one chunk
