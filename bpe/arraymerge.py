@@ -155,8 +155,13 @@ class ArrayMerges:
         return [text[s:e] for s, e in zip([0] + ends[:-1], ends)]
 
     def chunks_of(self, key: int) -> list[int]:
-        """The chunks the index lists for the pair ``key``, in increasing order (removing them)."""
+        """The chunks that held the pair ``key`` at the hand-over, each once, in increasing order
+        (removing the pair from the index). Positions that had lost it are dropped here: in the
+        Python loop each costs a chunk lookup and a failed str.find."""
         at = self.index.pop(key, None)
         if at is None:
             return []
-        return self.chunk[np.sort(np.concatenate(at))].tolist()
+        p = np.concatenate(at) if len(at) > 1 else at[0]
+        q = self.nxt[p]
+        p = p[(q >= 0) & (self.tok[p] == key >> SHIFT) & (self.tok[q] == key & MASK)]
+        return np.unique(self.chunk[p]).tolist()

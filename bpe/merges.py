@@ -40,7 +40,6 @@ import sys
 from collections import defaultdict
 from typing import Callable, Mapping
 
-import numpy as np
 
 from .arraymerge import ArrayMerges
 from .bytepair import utf8
