@@ -112,6 +112,9 @@ def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
     assert it_parallel.merges == it_serial.merges
     list_parallel = Tokenizer.train_from_iterator(lines, vocab_size=400, workers=2)  # forked, by index
     assert list_parallel.merges == it_serial.merges
+    # three processes claiming 24 shares of the list, some documents repeated
+    docs = lines + lines[:50]
+    assert bpe.count.count_texts(docs, GPT4_PATTERN, workers=3) == bpe.count.count_texts(docs, GPT4_PATTERN, workers=1)
     with pytest.raises(TypeError, match="must be str, got bytes at item 3"):
         Tokenizer.train_from_iterator(lines[:3] + [b"x"], vocab_size=400, workers=2)
 
