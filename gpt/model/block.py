@@ -112,9 +112,10 @@ class Block(nn.Module):
 
     def step(self, x, kv_cache, pos: int):
         """forward of one new position per row on raw arrays, eval mode (no graph; see
-        nn/arrays.py): x (B, C) at position `pos` -> (B, C)."""
-        return self._wire(x, self.ln_1.step, lambda h: self.attn.step(h, kv_cache, pos),
-                          self.ln_2.step, self.mlp.step, None)
+        nn/arrays.py): x (B, C) at position `pos` -> (B, C). The two sublayers without _wire's
+        record (a step fills none) or a closure per call: a decode step's cost is its calls."""
+        x = self._sublayer(x, self.ln_1.step, self.attn.step, kv_cache, pos)[1]
+        return self._sublayer(x, self.ln_2.step, self.mlp.step)[1]
 
     def _wire(self, x, ln_1, attn, ln_2, mlp, rec):
         """The block's wiring, for Tensors (forward) and raw arrays (step) alike."""
@@ -128,11 +129,11 @@ class Block(nn.Module):
             rec["mlp_out"], rec["output"] = m, x
         return x
 
-    def _sublayer(self, x, norm, f):
-        """(f's output, the new stream): pre-norm x + f(norm(x)), post-norm norm(x + f(x)),
-        without the skip when residual is off. (B, T, C) or (B, C) alike."""
+    def _sublayer(self, x, norm, f, *args):
+        """(f's output, the new stream): pre-norm x + f(norm(x), *args), post-norm
+        norm(x + f(x, *args)), without the skip when residual is off. (B, T, C) or (B, C) alike."""
         if self.prenorm:
-            out = f(norm(x))
+            out = f(norm(x), *args)
             return out, (x + out if self.residual else out)
-        out = f(x)
+        out = f(x, *args)
         return out, norm(x + out if self.residual else out)
