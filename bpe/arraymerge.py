@@ -20,6 +20,7 @@ import numpy as np
 
 SHIFT = 21  # a pair's key is left << 21 | right, as in the merge loop's heap (ids < 2**21)
 MASK = (1 << SHIFT) - 1
+EMPTY = np.zeros(0, dtype=np.int32)
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,46 +44,81 @@ def _shifted(first: np.ndarray, rest: np.ndarray, at_end: bool) -> np.ndarray:
 
 
 class ArrayMerges:
-    """The chunks ``words`` (strs of one character per byte, as merges._words makes them) with
-    their ``counts``, as linked token arrays, a position index and the pair counts.
+    """Chunks as linked token arrays, where each token is, and the pair counts.
 
-    pairs: pair (2-character str) -> count weighted by the chunks' counts, for the caller's heap.
+    data: (L,) uint8, the chunks' bytes end to end; sizes: (C,) int64, each chunk's length (at
+    least 2); counts: (C,) int64, how often each chunk occurs.
+    pairs: pair key (left << 21 | right) -> count weighted by the chunks' counts, for the caller.
+
+    The index holds, for each pair of bytes, the positions of its left byte, and for each
+    merged token, its positions: a pair holding a merged token is looked for at the positions
+    of the rarer of its two tokens. So a merge adds one array to the index, not one per new
+    pair, and the positions of a token are pruned of merged-away ones as they are read.
     """
 
-    def __init__(self, words: list[str], counts: list[int]):
-        if sum(map(len, words)) >= 1 << 31:
+    def __init__(self, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray):
+        if data.size >= 1 << 31:
             raise ValueError("the distinct chunks hold 2**31 bytes or more: more than int32 positions reach")
-        sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        self.tok = np.frombuffer("".join(words).encode("latin-1"), dtype=np.uint8).astype(np.int32)
-        self.chunk = np.repeat(np.arange(len(words), dtype=np.int32), sizes)     # chunk of a position
-        self.counts = np.array(counts, dtype=np.int64)                           # of a chunk
+        self.tok = data.astype(np.int32)
+        self.chunk = np.repeat(np.arange(sizes.size, dtype=np.int32), sizes)     # chunk of a position
+        self.counts = counts                                                     # of a chunk
         L = self.tok.size
         ends = np.cumsum(sizes) - 1
         self.nxt = np.arange(1, L + 1, dtype=np.int32)
         self.nxt[ends] = -1
         self.prv = np.arange(-1, L - 1, dtype=np.int32)
         self.prv[ends[:-1] + 1] = -1
-        self.index: dict[int, list[np.ndarray]] = {}  # pair key -> arrays of left positions (a superset)
-        self.pairs: defaultdict[str, int] = defaultdict(int)
+        self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
+        self.at: dict[int, np.ndarray] = {}          # merged token -> its positions (increasing)
+        self.pairs: defaultdict[int, int] = defaultdict(int)
+        self._index_bytes(data)
+
+    def _index_bytes(self, data: np.ndarray) -> None:
+        """Count and index every pair of bytes. Their keys sort as 16 bits (a radix sort)."""
         left = np.flatnonzero(self.nxt >= 0).astype(np.int32)  # positions: int32 (nxt's dtype) halves the index
-        self._grow(self.tok[left].astype(np.int64) << SHIFT | self.tok[left + 1], self.counts[self.chunk[left]], left)
+        if left.size == 0:
+            return
+        key16 = data[left].astype(np.uint16) << 8 | data[left + 1]
+        order = np.argsort(key16, kind="stable")
+        key16 = key16[order]
+        starts = np.flatnonzero(np.concatenate([[True], key16[1:] != key16[:-1]]))
+        totals = np.add.reduceat(self.counts[self.chunk[left[order]]], starts).tolist()
+        at = left[order]
+        bounds = starts.tolist() + [at.size]
+        for k, n, s, e in zip(key16[starts].tolist(), totals, bounds[:-1], bounds[1:]):
+            key = (k >> 8) << SHIFT | (k & 255)
+            self.pairs[key] = n
+            self.byte_pairs[key] = at[s:e]
 
-    def listed(self, key: int) -> int:
-        """How many positions the index lists for the pair ``key`` (some may have lost it)."""
-        return sum(map(len, self.index.get(key, ())))
+    def candidates(self, key: int) -> np.ndarray:
+        """Positions, increasing, among which are all that start the pair ``key`` (an index of
+        the pair's left token). A pair of bytes leaves the index: it is asked for to be merged."""
+        a, b = key >> SHIFT, key & MASK
+        if a < 256 and b < 256:
+            return self.byte_pairs.pop(key, EMPTY)
+        # the rarer token's positions, by their sizes before pruning (pruning is a pass over them)
+        n_a = self.at[a].size if a >= 256 else None
+        n_b = self.at[b].size if b >= 256 else None
+        if n_b is None or (n_a is not None and n_a <= n_b):
+            return self._live(a)
+        p = self.prv[self._live(b)]
+        return p[p >= 0]
 
-    def merge(self, key: int, c: int) -> list[str]:
-        """Merge the pair ``key`` into the new token ``c`` everywhere. Returns the pairs whose
-        count grew (those holding ``c``), for the heap; ``pairs`` of the merged pair is left to
-        the caller."""
+    def _live(self, t: int) -> np.ndarray:
+        """Where the merged token ``t`` is, pruned of the positions merged away since."""
+        p = self.at[t]
+        p = p[self.tok[p] == t]
+        self.at[t] = p
+        return p
+
+    def merge(self, key: int, c: int, listed: np.ndarray) -> list[int]:
+        """Merge the pair ``key`` into the new token ``c`` everywhere (``listed``: its candidates).
+        Returns the pairs whose count grew (those holding ``c``), for the heap; ``pairs`` of the
+        merged pair is left to the caller."""
         a, b = key >> SHIFT, key & MASK
         tok, nxt, prv = self.tok, self.nxt, self.prv
-        listed = self.index.pop(key, None)
-        if listed is None:
-            return []
-        # Positions are never listed twice for one pair: a position's pair only changes to one
-        # holding a new token.
-        p = self._occurrences(np.sort(np.concatenate(listed) if len(listed) > 1 else listed[0]), a, b)
+        p = self._occurrences(listed, a, b)
+        self.at[c] = p
         if p.size == 0:
             return []
         q, l = nxt[p], prv[p]
@@ -91,23 +127,23 @@ class ArrayMerges:
         after = _shifted(False, q[:-1] == l[1:], at_end=False)   # the previous occurrence ends just before
         before = _shifted(False, r[:-1] == p[1:], at_end=True)   # the next one starts just after
         has_l, has_r = l >= 0, r >= 0
-        x = tok[l]
-        lost_l = has_l & ~after
-        self._shrink(np.concatenate([x[lost_l].astype(np.int64) << SHIFT | a, (b << SHIFT) | tok[r[has_r]].astype(np.int64)]),
-                     np.concatenate([w[lost_l], w[has_r]]))
+        x = tok[l].astype(np.int64)
+        y = tok[r].astype(np.int64)
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r[has_r]] = p[has_r]
-        # New pairs: (x, c) left of each occurrence (x = c after an adjacent one), and (c, y)
-        # right of it unless the next occurrence starts there (that pair is its (c, c)).
-        at_l = np.where(after, _shifted(0, p[:-1], at_end=False), l)[has_l]
-        x = np.where(after, c, x)[has_l]
-        gain_r = has_r & ~before
-        return self._grow(np.concatenate([x.astype(np.int64) << SHIFT | c, (c << SHIFT) | tok[r[gain_r]].astype(np.int64)]),
-                          np.concatenate([w[has_l], w[gain_r]]), np.concatenate([at_l, p[gain_r]]))
+        # Lost: (x, a) left of each occurrence unless the previous one ends there, and (b, y)
+        # right of it. New: (x, c) left of each (x = c after an adjacent one), and (c, y) right
+        # of it unless the next occurrence starts there (that pair is its (c, c)). The lost
+        # pairs hold no c and the new ones do, so one sum serves both.
+        lost_l, gain_r = has_l & ~after, has_r & ~before
+        keys = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r],
+                               np.where(after, c, x)[has_l] << SHIFT | c, (c << SHIFT) | y[gain_r]])
+        weights = np.concatenate([-w[lost_l], -w[has_r], w[has_l], w[gain_r]])
+        return self._add(keys, weights)
 
     def _occurrences(self, p: np.ndarray, a: int, b: int) -> np.ndarray:
-        """The listed positions ``p`` (sorted) that still start the pair, left to right without
+        """The positions ``p`` (increasing) that still start the pair, left to right without
         overlap: in a run ``a a a a`` of the pair (a, a) every second one, as str.replace does."""
         q = self.nxt[p]
         p = p[q >= 0]
@@ -119,30 +155,16 @@ class ArrayMerges:
         i = np.arange(p.size)
         return p[(i - np.maximum.accumulate(np.where(first, i, 0))) % 2 == 0]
 
-    def _shrink(self, keys: np.ndarray, w: np.ndarray) -> None:
-        if keys.size == 0:
-            return
-        order, starts = _groups(keys)
-        pairs = self.pairs
-        for k, d in zip(keys[order[starts]].tolist(), np.add.reduceat(w[order], starts).tolist()):
-            pairs[chr(k >> SHIFT) + chr(k & MASK)] -= d
-
-    def _grow(self, keys: np.ndarray, w: np.ndarray, at: np.ndarray) -> list[str]:
-        """Add each pair's weight to ``pairs`` and its positions to the index; the pairs, as strs."""
+    def _add(self, keys: np.ndarray, weights: np.ndarray) -> list[int]:
+        """Add each pair's total weight to ``pairs``; the pairs whose count grew."""
         if keys.size == 0:
             return []
         order, starts = _groups(keys)
-        at = at[order]
-        bounds = starts.tolist() + [keys.size]
-        pairs, index = self.pairs, self.index
-        grown = []
-        for k, d, s, e in zip(keys[order[starts]].tolist(), np.add.reduceat(w[order], starts).tolist(),
-                              bounds[:-1], bounds[1:]):
-            p = chr(k >> SHIFT) + chr(k & MASK)
-            pairs[p] += d
-            index.setdefault(k, []).append(at[s:e])
-            grown.append(p)
-        return grown
+        keys, totals = keys[order[starts]], np.add.reduceat(weights[order], starts)
+        pairs = self.pairs
+        for k, d in zip(keys.tolist(), totals.tolist()):
+            pairs[k] += d
+        return keys[totals > 0].tolist()
 
     # ---- handing over to the Python loop ------------------------------------------------
 
@@ -154,14 +176,16 @@ class ArrayMerges:
         ends = ends.tolist()
         return [text[s:e] for s, e in zip([0] + ends[:-1], ends)]
 
-    def chunks_of(self, key: int) -> list[int]:
-        """The chunks that held the pair ``key`` at the hand-over, each once, in increasing order
-        (removing the pair from the index). Positions that had lost it are dropped here: in the
-        Python loop each costs a chunk lookup and a failed str.find."""
-        at = self.index.pop(key, None)
-        if at is None:
-            return []
-        p = np.concatenate(at) if len(at) > 1 else at[0]
-        q = self.nxt[p]
-        p = p[(q >= 0) & (self.tok[p] == key >> SHIFT) & (self.tok[q] == key & MASK)]
+    def chunks_of(self, key: int, listed: np.ndarray | None = None) -> list[int]:
+        """The chunks that held the pair ``key`` when the merges left the arrays, each once, in
+        increasing order (``listed``: its candidates, if known). A pair holding a token made
+        since is not here. Positions that had lost the pair are dropped: in the Python loop each
+        would cost a chunk lookup and a failed str.find."""
+        if listed is None:
+            a, b = key >> SHIFT, key & MASK
+            if (a >= 256 and a not in self.at) or (b >= 256 and b not in self.at):
+                return []
+            listed = self.candidates(key)
+        q = self.nxt[listed]
+        p = listed[(q >= 0) & (self.tok[listed] == key >> SHIFT) & (self.tok[q] == key & MASK)]
         return np.unique(self.chunk[p]).tolist()

@@ -211,17 +211,18 @@ def test_many_non_utf8_files_give_one_warning(tmp_path):
 @example(chunks={b"abab": 2, b"xab": 1, b"aaa": 3})
 def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
     from bpe.arraymerge import ArrayMerges
-    from bpe.merges import _words
+    from bpe.merges import _chunk_bytes
 
-    words, counts = _words(chunks)
-    early = ArrayMerges(words, counts)
+    early = ArrayMerges(*_chunk_bytes(chunks))
+    words = [c.decode("latin-1") for c in chunks if len(c) >= 2]
+    counts = [chunks[c] for c in chunks if len(c) >= 2]
     want_pairs, want_where = {}, {}
     for wi, w in enumerate(words):
         for p in map("".join, zip(w, w[1:])):
             want_pairs[p] = want_pairs.get(p, 0) + counts[wi]
             if wi not in want_where.setdefault(p, []):
                 want_where[p].append(wi)
-    assert dict(early.pairs) == want_pairs
+    assert dict(early.pairs) == {ord(p[0]) << 21 | ord(p[1]): n for p, n in want_pairs.items()}
     assert {p: early.chunks_of(ord(p[0]) << 21 | ord(p[1])) for p in want_where} == want_where
 
 
@@ -235,3 +236,17 @@ def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
     assert runs[0] == runs[1] == runs[2]
     texts = [c for c, k in chunks.items() for _ in range(k)]
     assert runs[0] == naive_train(texts, n, r"(?s).+", minf)  # each text one chunk
+
+
+@given(chunks=st.dictionaries(st.text(max_size=6), st.integers(0, 3), max_size=20))
+@example(chunks={"a\udcff": 1, "\ud835": 2, "\udfce x": 1, "é": 1, "": 3})  # escaped byte, lone surrogates
+@example(chunks={b"\xff\xfe": 2, "ab": 1})                                  # bytes keys beside str ones
+def test_chunk_bytes_are_each_chunks_utf8_end_to_end(chunks):
+    from bpe.bytepair import utf8
+    from bpe.merges import _chunk_bytes
+
+    kept = [(utf8(c) if isinstance(c, str) else c, n) for c, n in chunks.items() if n > 0]
+    kept = [(b, n) for b, n in kept if len(b) >= 2]
+    data, sizes, counts = _chunk_bytes(chunks)
+    assert data.tobytes() == b"".join(b for b, _ in kept)
+    assert sizes.tolist() == [len(b) for b, _ in kept] and counts.tolist() == [n for _, n in kept]
