@@ -3,14 +3,14 @@
 A merge of a frequent pair changes tens of thousands of chunks, and the Python loop of
 `merges.train_merges` pays about a microsecond for each (half of training 50 MB of code went
 to the first 3,000 merges). Here the corpus's distinct chunks are one array of token ids with
-``nxt``/``prv`` links between the live tokens of a chunk, and the index maps a pair to the
-positions of its left token. A merge is then a few array passes over the pair's positions,
+``nxt``/``prv`` links between the live tokens of a chunk, and an index of where each pair of
+bytes and each merged token is. A merge is then a few array passes over the pair's positions,
 and Python runs once per distinct neighbour pair, not once per occurrence.
 
 Every array pass has a fixed cost of microseconds, so once the merges' pairs occur in few
-places the Python loop is faster: ``ArrayMerges.words`` and ``chunks_of`` hand the state over
-to it. The counts and merges are the loop's exactly (tested against it); see merges.py for the
-rules (left-to-right merges without overlap, the tie order).
+places the Python loop is faster: ``ArrayMerges.hand_over`` and ``chunks_of`` hand the state
+over to it. The counts and merges are the loop's exactly (tested against it); see merges.py
+for the rules (left-to-right merges without overlap, the tie order).
 """
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ class ArrayMerges:
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
         self.at: dict[int, np.ndarray] = {}          # merged token -> its positions (increasing)
         self.pairs: defaultdict[int, int] = defaultdict(int)
+        self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data)
 
     def _index_bytes(self, data: np.ndarray) -> None:
@@ -168,24 +169,29 @@ class ArrayMerges:
 
     # ---- handing over to the Python loop ------------------------------------------------
 
-    def words(self) -> list[str]:
-        """Each chunk's live tokens as a str of one character per token, in chunk order."""
+    def hand_over(self) -> list[str]:
+        """Each chunk's live tokens as a str of one character per token, in chunk order, for the
+        Python loop; from now on ``chunks_of`` answers from a table of the pairs as they are."""
         live = self.tok >= 0
         text = self.tok[live].astype(np.uint32).tobytes().decode("utf-32-le")
         ends = np.cumsum(np.bincount(self.chunk[live], minlength=int(self.chunk[-1]) + 1 if self.chunk.size else 0))
         ends = ends.tolist()
+        # Every live pair's key beside its chunk, sorted by key (chunks in increasing order
+        # within a key, each once): a lookup is a binary search, where reading a token's
+        # positions cost a pass over them for each merge (0.5 s of the loop on 50 MB of code).
+        p = np.flatnonzero(live & (self.nxt >= 0))
+        keys = self.tok[p].astype(np.int64) << SHIFT | self.tok[self.nxt[p]]
+        order = np.argsort(keys, kind="stable")
+        keys, chunks = keys[order], self.chunk[p[order]]
+        first = np.ones(keys.size, dtype=bool)
+        first[1:] = (keys[1:] != keys[:-1]) | (chunks[1:] != chunks[:-1])
+        self.table_keys, self.table_chunks = keys[first], chunks[first]
+        self.tok = self.nxt = self.prv = self.chunk = None
+        self.at, self.byte_pairs = {}, {}
         return [text[s:e] for s, e in zip([0] + ends[:-1], ends)]
 
-    def chunks_of(self, key: int, listed: np.ndarray | None = None) -> list[int]:
-        """The chunks that held the pair ``key`` when the merges left the arrays, each once, in
-        increasing order (``listed``: its candidates, if known). A pair holding a token made
-        since is not here. Positions that had lost the pair are dropped: in the Python loop each
-        would cost a chunk lookup and a failed str.find."""
-        if listed is None:
-            a, b = key >> SHIFT, key & MASK
-            if (a >= 256 and a not in self.at) or (b >= 256 and b not in self.at):
-                return []
-            listed = self.candidates(key)
-        q = self.nxt[listed]
-        p = listed[(q >= 0) & (self.tok[listed] == key >> SHIFT) & (self.tok[q] == key & MASK)]
-        return np.unique(self.chunk[p]).tolist()
+    def chunks_of(self, key: int) -> list[int]:
+        """The chunks that held the pair ``key`` at the hand-over, each once, in increasing
+        order. A pair holding a token made since is not here."""
+        lo, hi = np.searchsorted(self.table_keys, (key, key + 1)).tolist()
+        return self.table_chunks[lo:hi].tolist()

@@ -151,8 +151,8 @@ def train_merges(
                 touched = early.merge(key, C, at)
                 listed = ()
             else:  # the Python loop takes over from this merge on
-                words, early = early.words(), None
-                listed = handed.chunks_of(key, at)
+                words, early = early.hand_over(), None
+                listed = handed.chunks_of(key)
         else:
             listed = where.pop(key, [])
             listed += handed.chunks_of(key)

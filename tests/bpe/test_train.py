@@ -223,6 +223,7 @@ def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
             if wi not in want_where.setdefault(p, []):
                 want_where[p].append(wi)
     assert dict(early.pairs) == {ord(p[0]) << 21 | ord(p[1]): n for p, n in want_pairs.items()}
+    assert early.hand_over() == words
     assert {p: early.chunks_of(ord(p[0]) << 21 | ord(p[1])) for p in want_where} == want_where
 
 
