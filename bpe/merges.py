@@ -52,7 +52,7 @@ from .nogc import gc_paused
 # Merges run in NumPy (arraymerge.py) until their pairs are listed at fewer than this many
 # positions on average (a running mean over about 64 merges); the Python loop runs the rest.
 # An array pass costs microseconds however few the positions.
-ARRAY_MIN = 100
+ARRAY_MIN = 30
 
 
 def _chunk_bytes(chunk_counts: Mapping[str | bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,11 +145,13 @@ def train_merges(
         A, B, C = key >> 21, key & MASK, 256 + len(merges)
         merges.append((A, B))
         if early is not None:
-            at = early.candidates(key)
+            at = early.starts(key)
             mean = at.size if mean is None else mean + (at.size - mean) / 64
             if mean >= array_min:
-                touched = early.merge(key, C, at)
-                listed = ()
+                grown, n = early.merge(key, C, at)
+                for v in (grown - (n << 42))[n >= min_frequency].tolist():  # heap entries, in NumPy
+                    heappush(heap, v)
+                listed = touched = ()
             else:  # the Python loop takes over from this merge on
                 words, early = early.hand_over(), None
                 listed = handed.chunks_of(key)
