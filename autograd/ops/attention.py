@@ -79,18 +79,18 @@ def _uniform(shape, dtype, array, generator):
 def _probabilities(q, k, causal: bool, attn_mask, scale: float):
     """softmax(scale * q @ k^T), masked, on arrays: q (..., Tq, hs), k (..., Tk, hs) -> P
     (..., Tq, Tk), in q's dtype."""
+    # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk); the Python float is a
+    # weak scalar, so q's dtype is kept.
+    s = (q * scale) @ k.swapaxes(-1, -2)                     # (B, H, Tq, Tk)
+    Tq = q.shape[-2]
+    if not (causal and Tq > 1) and attn_mask is None:        # one query sees every key
+        return softmax_array(s, axis=-1, out=s, masked=False)   # in place
     xp = xp_of(q)
-    Tq, Tk = q.shape[-2], k.shape[-2]
-    # Scaling q (Tq x hs) is cheaper than scaling the scores (Tq x Tk).
-    s = xp.matmul(q * q.dtype.type(scale), k.swapaxes(-1, -2))  # (B, H, Tq, Tk)
-    blocked = None                                           # True where attention is not allowed
-    if causal and Tq > 1:                                    # one query sees every key
-        blocked = ~causal_mask(Tq, Tk, xp)                   # (Tq, Tk)
+    blocked = ~causal_mask(Tq, k.shape[-2], xp) if causal and Tq > 1 else None   # (Tq, Tk)
     if attn_mask is not None:
         blocked = ~attn_mask if blocked is None else (blocked | ~attn_mask)
-    if blocked is not None:
-        xp.copyto(s, s.dtype.type(-np.inf), where=blocked)
-    return softmax_array(s, axis=-1, out=s, masked=blocked is not None)  # in place
+    xp.copyto(s, s.dtype.type(-np.inf), where=blocked)      # True where attention is not allowed
+    return softmax_array(s, axis=-1, out=s, masked=True)
 
 
 def attention_array(q, k, v, causal: bool = True, scale: float | None = None):
@@ -101,7 +101,7 @@ def attention_array(q, k, v, causal: bool = True, scale: float | None = None):
     if _blocks(q, k):
         return _attention_blocks(q, k, v, causal, scale)
     p = _probabilities(q, k, causal, None, scale)
-    return xp_of(q).matmul(p, v), p
+    return p @ v, p
 
 
 def _attention_blocks(q, k, v, causal: bool, scale: float):
