@@ -58,16 +58,16 @@ class ArrayMerges:
     """
 
     def __init__(self, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray):
-        if data.size >= 1 << 31:
-            raise ValueError("the distinct chunks hold 2**31 bytes or more: more than int32 positions reach")
+        # Positions and chunk numbers in int32 (half the memory of int64) while they fit.
+        pos = np.int32 if data.size < 1 << 31 else np.int64
         self.tok = data.astype(np.int32)
-        self.chunk = np.repeat(np.arange(sizes.size, dtype=np.int32), sizes)     # chunk of a position
+        self.chunk = np.repeat(np.arange(sizes.size, dtype=pos), sizes)          # chunk of a position
         self.counts = counts                                                     # of a chunk
         L = self.tok.size
         ends = np.cumsum(sizes) - 1
-        self.nxt = np.arange(1, L + 1, dtype=np.int32)
+        self.nxt = np.arange(1, L + 1, dtype=pos)
         self.nxt[ends] = -1
-        self.prv = np.arange(-1, L - 1, dtype=np.int32)
+        self.prv = np.arange(-1, L - 1, dtype=pos)
         self.prv[ends[:-1] + 1] = -1
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
         self.at: dict[int, np.ndarray] = {}          # merged token -> its positions (increasing)
@@ -85,7 +85,7 @@ class ArrayMerges:
             return
         # float64 sums of int64 counts are exact below 2**53 occurrences
         totals = np.bincount(key16, weights=np.repeat(self.counts, sizes - 1), minlength=1 << 16)
-        at = np.flatnonzero(inner).astype(np.int32)[np.argsort(key16, kind="stable")]
+        at = np.flatnonzero(inner).astype(self.nxt.dtype)[np.argsort(key16, kind="stable")]
         ends = np.cumsum(np.bincount(key16, minlength=1 << 16)).tolist()
         for k in np.flatnonzero(totals).tolist():
             key = (k >> 8) << SHIFT | (k & 255)
