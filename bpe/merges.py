@@ -8,11 +8,10 @@ Data structures (a corpus of C distinct chunks):
   are dropped.
 - ``pairs[p]``: how often pair ``p`` occurs, weighted by chunk counts. A pair is the int
   ``left * 2**21 + right`` (ids < 2**21), which orders like the tuple ``(left, right)``.
-- ``where[p]``: the chunks that held the pair when it was added, once per occurrence (a
-  superset: chunks that lost it since are skipped by a ``str.find`` when scanned). A
-  merge visits each listed chunk once (``dict.fromkeys``): a long chunk is listed once
-  per occurrence, and re-scanning it for every stale duplicate made training quadratic in
-  the chunk's length.
+- ``made_in[t]``: the chunks token ``t`` was made in. A pair forms only where the newer of
+  its two tokens is made, so the chunks that may hold a pair are those of its newer token
+  (either token's list is a superset: the shorter is read); a chunk that lost it since is
+  skipped by a ``str.find``. Pairs of older tokens come from the NumPy phase below.
 - a heap of ints ``-count * 2**42 + pair``: the smallest entry is the
   pair with the highest count, and among equal counts the smallest ``(left, right)``.
   Entries are not updated when a count drops; a popped entry whose count is stale is
@@ -25,20 +24,21 @@ count; among equal counts, the pair whose ``(left_id, right_id)`` is lexicograph
 smallest. Within a chunk, occurrences are merged left to right without overlap
 (``a a a`` with pair ``(a, a)`` becomes ``aa a``).
 
-A merge of pair ``(a, b)`` into ``c`` visits only the chunks in ``where[(a, b)]``; for
-each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` and
-``(b, y) -> (c, y)``.
+A merge of pair ``(a, b)`` into ``c`` visits only the chunks that may hold it, each once;
+for each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c)`` and
+``(b, y) -> (c, y)``. One long chunk is visited once per merge, however often it holds the
+pair (listing it once per occurrence made training quadratic in the chunk's length).
 
 The first merges, whose pairs occur in tens of thousands of chunks, run in NumPy instead
 (arraymerge.py: the same counts and merges, a few array passes per merge); the state is handed
-to the loop above once the merges' pairs occur in few places. Training 50 MB to 32,768 ids:
-code 1.7 -> 1.3 s, translations 10.5 -> 5.0-6.0 s (bpe/merges.py before and after, in one process).
+to the loop above once the merges' pairs occur in few places. The merges of 50 MB to 32,768
+ids, the loop alone against both phases (processes alternating): code 1.70-1.76 -> 0.94-1.04 s,
+translations 8.8-9.5 -> 4.2-4.7 s.
 """
 from __future__ import annotations
 
 import heapq
 import sys
-from collections import defaultdict
 from itertools import compress
 from typing import Callable, Mapping
 
@@ -120,7 +120,7 @@ def train_merges(
     early: ArrayMerges | None = ArrayMerges(data, sizes, weights)
     handed = early  # the early index, read by the Python loop once it runs the merges
     pairs = early.pairs
-    where: defaultdict[int, list[int]] = defaultdict(list)
+    made_in: dict[int, list[int]] = {}  # token made by the Python loop -> the chunks it was made in
     pget = pairs.get
     array_min = ARRAY_MIN if array_min is None else array_min
     mean = None  # the running mean of the merges' candidate positions
@@ -156,19 +156,26 @@ def train_merges(
                 words, early = early.hand_over(), None
                 listed = handed.chunks_of(key)
         else:
-            listed = where.pop(key, [])
-            listed += handed.chunks_of(key)
+            # A pair forms where the newer of its tokens is made: a pair holding a token of the
+            # loop's is in the chunks that token was made in (the rarer's, of two such tokens);
+            # any other pair was in the arrays at the hand-over.
+            in_a, in_b = made_in.get(A), made_in.get(B)
+            if in_a is None and in_b is None:
+                listed = handed.chunks_of(key)
+            else:
+                listed = in_a if in_b is None or (in_a is not None and len(in_a) <= len(in_b)) else in_b
         if early is None:
             touched = set()
             tadd = touched.add
             ab, c = chr(A) + chr(B), chr(C)
             B21, C21 = B << 21, C << 21
-        # Each chunk once: a chunk holding the pair k times is listed k times.
-        for wi in dict.fromkeys(listed):
+            made_in[C] = found = []
+        for wi in listed:  # each chunk once
             w = words[wi]
             i = w.find(ab)
             if i < 0:
-                continue  # the chunk lost this pair since it was indexed
+                continue  # the chunk lost this pair, or never held it
+            found.append(wi)
             n = counts[wi]
             last = len(w) - 2
             end = -1  # where the previous occurrence in this chunk ended
@@ -179,14 +186,12 @@ def train_merges(
                     k = x | C
                     pairs[k] += n
                     tadd(k)
-                    where[k].append(wi)
                 if i < last:
                     y = ord(w[i + 2])
                     pairs[B21 | y] -= n
                     k = C21 | y
                     pairs[k] += n
                     tadd(k)
-                    where[k].append(wi)
                 end = i + 2
                 i = w.find(ab, end)
             words[wi] = w.replace(ab, c)
