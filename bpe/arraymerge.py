@@ -34,7 +34,7 @@ def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.flatnonzero(new)
 
 
-def _shifted(first: np.ndarray, rest: np.ndarray, at_end: bool) -> np.ndarray:
+def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
     """``rest`` with ``first`` put before it (``at_end`` False) or after it: one allocation."""
     out = np.empty(rest.size + 1, dtype=rest.dtype)
     if at_end:
