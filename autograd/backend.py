@@ -99,6 +99,14 @@ def to_device(array: Any, device: str | None) -> Any:
         return cp.asarray(array)
 
 
+def to_device_of(array: Any, like: Any) -> Any:
+    """Return `array` on the device `like` is on, copying only when it is not there. Two host
+    arrays answer at once: a decode step asks this per layer and per step."""
+    if type(array) is np.ndarray and type(like) is np.ndarray:
+        return array
+    return to_device(array, device_of(like))
+
+
 def module_for_device(device: str | None) -> ModuleType:
     """numpy for 'cpu', cupy for 'cuda[:N]' (raising clearly when it is missing)."""
     kind, _ = parse_device(device)

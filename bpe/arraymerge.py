@@ -19,7 +19,7 @@ from itertools import repeat
 
 import numpy as np
 
-SHIFT = 21  # a pair's key is left << 21 | right, as in the merge loop's heap (ids < 2**21)
+SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merges.py's loop
 MASK = (1 << SHIFT) - 1
 EMPTY = np.zeros(0, dtype=np.int32)
 
@@ -175,8 +175,7 @@ class ArrayMerges:
         Python loop; from now on ``chunks_of`` answers from a table of the pairs as they are."""
         live = self.tok >= 0
         text = self.tok[live].astype(np.uint32).tobytes().decode("utf-32-le")
-        ends = np.cumsum(np.bincount(self.chunk[live], minlength=int(self.chunk[-1]) + 1 if self.chunk.size else 0))
-        ends = ends.tolist()
+        ends = np.cumsum(np.bincount(self.chunk[live], minlength=self.counts.size)).tolist()
         # Every live pair's key beside its chunk, sorted by key (chunks in increasing order
         # within a key, each once): a lookup is a binary search, where reading a token's
         # positions cost a pass over them for each merge (0.5 s of the loop on 50 MB of code).

@@ -44,12 +44,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-
-from .arraymerge import ArrayMerges
+from .arraymerge import MASK, SHIFT, ArrayMerges
 from .bytepair import utf8
 from .nogc import gc_paused
 
-# Merges run in NumPy (arraymerge.py) until their pairs are listed at fewer than this many
+# Merges run in NumPy (arraymerge.py) until their pairs start at fewer than this many
 # positions on average (a running mean over about 64 merges); the Python loop runs the rest.
 # An array pass costs microseconds however few the positions.
 ARRAY_MIN = 30
@@ -93,8 +92,9 @@ def _chunk_bytes(chunk_counts: Mapping[str | bytes, int]) -> tuple[np.ndarray, n
     return data, sizes, counts
 
 
-# The pair index is a list per pair, and the loop makes more: none can form a cycle, and the
-# collector's scans of them were 12% of training 50 MB of code.
+# The loop makes a list and a set per merge and the pair counts' dict holds a million ints:
+# none can form a cycle, and the collector's scans of such objects were 12% of training 50 MB
+# of code.
 @gc_paused()
 def train_merges(
     chunk_counts: Mapping[str | bytes, int],
@@ -123,33 +123,33 @@ def train_merges(
     made_in: dict[int, list[int]] = {}  # token made by the Python loop -> the chunks it was made in
     pget = pairs.get
     array_min = ARRAY_MIN if array_min is None else array_min
-    mean = None  # the running mean of the merges' candidate positions
+    mean = None  # the running mean of the merges' numbers of starts
 
-    # Heap entries are ints -count * 2**42 + pair, so the smallest entry is the highest count,
-    # then the smallest (left, right).
-    heap = [k - (n << 42) for k, n in pairs.items() if n >= min_frequency]
+    # Heap entries are ints -count * 2**COUNT + pair (a pair's key takes 2 * SHIFT bits), so
+    # the smallest entry is the highest count, then the smallest (left, right).
+    COUNT = 2 * SHIFT
+    heap = [k - (n << COUNT) for k, n in pairs.items() if n >= min_frequency]
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
-    MASK = (1 << 21) - 1
 
     # The hot loop of training, one function on purpose: its names stay fast locals.
     merges: list[tuple[int, int]] = []
     while heap and len(merges) < n_merges:
         v = heappop(heap)
-        key = v & ((1 << 42) - 1)
+        key = v & ((1 << COUNT) - 1)
         cur = pget(key, 0)
-        if cur != -(v >> 42):  # stale entry: the count dropped since it was pushed
+        if cur != -(v >> COUNT):  # stale entry: the count dropped since it was pushed
             if cur >= min_frequency:
-                heappush(heap, key - (cur << 42))
+                heappush(heap, key - (cur << COUNT))
             continue
-        A, B, C = key >> 21, key & MASK, 256 + len(merges)
+        A, B, C = key >> SHIFT, key & MASK, 256 + len(merges)
         merges.append((A, B))
         if early is not None:
             at = early.starts(key)
             mean = at.size if mean is None else mean + (at.size - mean) / 64
             if mean >= array_min:
                 grown, n = early.merge(key, C, at)
-                for v in (grown - (n << 42))[n >= min_frequency].tolist():  # heap entries, in NumPy
+                for v in (grown - (n << COUNT))[n >= min_frequency].tolist():  # heap entries, in NumPy
                     heappush(heap, v)
                 listed = touched = ()
             else:  # the Python loop takes over from this merge on
@@ -168,7 +168,7 @@ def train_merges(
             touched = set()
             tadd = touched.add
             ab, c = chr(A) + chr(B), chr(C)
-            B21, C21 = B << 21, C << 21
+            B_left, C_left = B << SHIFT, C << SHIFT
             made_in[C] = found = []
         for wi in listed:  # each chunk once
             w = words[wi]
@@ -181,15 +181,15 @@ def train_merges(
             end = -1  # where the previous occurrence in this chunk ended
             while i >= 0:
                 if i > 0:
-                    x = C21 if end == i else ord(w[i - 1]) << 21
+                    x = C_left if end == i else ord(w[i - 1]) << SHIFT
                     pairs[x | A] -= n
                     k = x | C
                     pairs[k] += n
                     tadd(k)
                 if i < last:
                     y = ord(w[i + 2])
-                    pairs[B21 | y] -= n
-                    k = C21 | y
+                    pairs[B_left | y] -= n
+                    k = C_left | y
                     pairs[k] += n
                     tadd(k)
                 end = i + 2
@@ -199,7 +199,7 @@ def train_merges(
         for k in touched:
             n = pairs[k]
             if n >= min_frequency:
-                heappush(heap, k - (n << 42))
+                heappush(heap, k - (n << COUNT))
         if progress is not None:
             progress(len(merges))
     return merges

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 import autograd
-from autograd.backend import device_of, module_for_device, parse_device, to_device
+from autograd.backend import device_of, module_for_device, parse_device, to_device, to_device_of
 from autograd.grad_mode import is_grad_enabled
 from autograd.ops import self_attention
 from autograd.tensor import Tensor
@@ -90,8 +90,7 @@ class KVCache:
             raise ValueError(
                 f"KVCache full: {start} cached + {ks[2]} new positions exceed max_len={self.max_len}"
             )
-        if type(k) is not type(self.k):                    # NumPy into a GPU cache, or back
-            k, v = to_device(k, self.device), to_device(v, self.device)
+        k, v = to_device_of(k, self.k), to_device_of(v, self.k)   # NumPy into a GPU cache, or back
         self.k[:, :, start:end] = k  # in place into the preallocated buffer
         self.v[:, :, start:end] = v
         self.length = end

@@ -155,9 +155,7 @@ class GPT(nn.Module):
             if bad is not None:
                 where = "token id {} in idx" if what == "idx" else "target id {}"
                 raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")
-        if type(ids) is np.ndarray and type(self.transformer.wte.weight.data) is np.ndarray:
-            return ids   # on the model's device: asking for the device is 5 calls of a decode step
-        return backend.to_device(ids, self.device)
+        return backend.to_device_of(ids, self.transformer.wte.weight.data)
 
     def _check_idx(self, idx: Any, pos_offset: int, ids_checked: bool = False):
         idx = self._as_ids(idx, "idx", ids_checked)
