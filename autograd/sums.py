@@ -17,13 +17,20 @@ import numpy as np
 from autograd.backend import acc_dtype
 
 
+# a set of dtypes, not of types: membership is one hash, where `in (np.float32, np.float64)`
+# converts each type to a dtype to compare (a decode step's sums ask this a dozen times)
+_BLAS_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
 def _blas(a) -> bool:
-    return type(a) is np.ndarray and a.dtype in (np.float32, np.float64) and a.ndim > 0
+    return type(a) is np.ndarray and a.dtype in _BLAS_DTYPES and a.ndim > 0
 
 
 @functools.lru_cache(maxsize=64)
-def ones(n: int, dtype: str, row: bool = False):
-    """A read-only vector of n ones of `dtype`: shape (n,), or (1, n) with `row`."""
+def ones(n: int, dtype, row: bool = False):
+    """A read-only vector of n ones of `dtype` (a np.dtype or its name): shape (n,), or (1, n)
+    with `row`. The callers key it by the array's dtype object: `dtype.str` builds a new string
+    on every call, which cost a decode step's row sums a third of their time."""
     v = np.ones((1, n) if row else n, dtype=dtype)
     v.flags.writeable = False
     return v
@@ -33,7 +40,7 @@ def column_sums(a2, out=None):
     """a2 (rows, n) summed over its rows -> (n,), into `out` when given (a bias gradient, the
     norms' weight gradients)."""
     if _blas(a2) and a2.ndim == 2:
-        return np.matmul(ones(a2.shape[0], a2.dtype.str), a2, out=out)
+        return np.matmul(ones(a2.shape[0], a2.dtype), a2, out=out)
     return a2.sum(axis=0, out=out)
 
 
@@ -41,7 +48,7 @@ def row_sums(x):
     """x (..., C) summed over its last axis -> (..., 1) (row means of the norms, softmax's
     denominators)."""
     if _blas(x):
-        return np.vecdot(x, ones(x.shape[-1], x.dtype.str))[..., None]
+        return np.vecdot(x, ones(x.shape[-1], x.dtype))[..., None]
     return x.sum(axis=-1, keepdims=True, dtype=acc_dtype(x.dtype))
 
 
@@ -49,5 +56,5 @@ def down_sums(x):
     """x (..., n, m) summed over its second-last axis -> (..., 1, m) (a softmax whose rows run
     down, as the causal attention keeps its probabilities)."""
     if _blas(x) and x.ndim >= 2:
-        return np.matmul(ones(x.shape[-2], x.dtype.str, row=True), x)
+        return np.matmul(ones(x.shape[-2], x.dtype, row=True), x)
     return x.sum(axis=-2, keepdims=True, dtype=acc_dtype(x.dtype))
