@@ -4,7 +4,7 @@ A merge of a frequent pair changes tens of thousands of chunks, and the Python l
 `merges.train_merges` pays about a microsecond for each (half of training 50 MB of code went
 to the first 3,000 merges). Here the corpus's distinct chunks are one array of token ids with
 ``nxt``/``prv`` links between the live tokens of a chunk, and an index of where each pair of
-bytes and each merged token is. A merge is then a few array passes over the pair's positions,
+bytes and each pair made by a merge started. A merge is then a few array passes over the pair's positions,
 and Python runs once per distinct neighbour pair, not once per occurrence.
 
 Every array pass has a fixed cost of microseconds, so once the merges' pairs occur in few
@@ -22,17 +22,23 @@ import numpy as np
 SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merges.py's loop
 MASK = (1 << SHIFT) - 1
 EMPTY = np.zeros(0, dtype=np.int32)
+EMPTY64 = np.zeros(0, dtype=np.int64)
+# The pairs made with a token are indexed by their other token, the side (RIGHT | y for a pair
+# (c, y)), and where each starts: one uint64 ``side << POS | start`` (22 + 42 bits).
+RIGHT = 1 << SHIFT
+POS = 42
+POS_MASK = (1 << POS) - 1
 
 
-def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An order that groups equal keys, and where each group starts in it. Not a stable one: on
+def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys and each one's total weight. The grouping sort is not a stable one: on
     int64 keys NumPy's stable sort took 6x the time of its quicksort at 10k keys."""
+    if keys.size == 0:
+        return EMPTY64, EMPTY64
     order = np.argsort(keys)
     k = keys[order]
-    new = np.empty(k.size, dtype=bool)
-    new[0] = True
-    np.not_equal(k[1:], k[:-1], out=new[1:])
-    return order, np.flatnonzero(new)
+    first = np.flatnonzero(_shifted(True, k[1:] != k[:-1], at_end=False))
+    return k[first], np.add.reduceat(weights[order], first)
 
 
 def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
@@ -53,9 +59,9 @@ class ArrayMerges:
     pairs: pair key (left << 21 | right) -> count weighted by the chunks' counts, for the caller.
 
     The index holds, for each pair of bytes, the positions of its left byte, and for each
-    merged token, its positions: a pair holding a merged token is looked for at the positions
-    of the rarer of its two tokens. So a merge adds one array to the index, not one per new
-    pair, and the positions of a token are pruned of merged-away ones as they are read.
+    merged token, the pairs made with it at its merge and where each started. A pair forms only
+    where the newer of its two tokens is made, so it is looked for there: a superset of where
+    it is now, as small as its count was then, checked against the live tokens as it is read.
     """
 
     def __init__(self, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray):
@@ -71,7 +77,8 @@ class ArrayMerges:
         self.prv = np.arange(-1, L - 1, dtype=pos)
         self.prv[ends[:-1] + 1] = -1
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
-        self.at: dict[int, np.ndarray] = {}          # merged token -> its positions (increasing)
+        # merged token -> the pairs made with it, where they started: (sides, offsets, starts)
+        self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.pairs: defaultdict[int, int] = defaultdict(int)
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data, sizes)
@@ -95,29 +102,28 @@ class ArrayMerges:
 
     def starts(self, key: int) -> np.ndarray:
         """The positions, increasing, where the pair ``key`` starts now (runs of a pair of one
-        token included whole). A pair of bytes leaves the index: it is asked for to be merged."""
+        token included whole). A pair leaves the index: it is asked for to be merged."""
         a, b = key >> SHIFT, key & MASK
         tok, nxt = self.tok, self.nxt
         if a < 256 and b < 256:
             p = self.byte_pairs.pop(key, EMPTY)
-            q = nxt[p]
-            return p[(q >= 0) & (tok[p] == a) & (tok[q] == b)]  # q = -1 reads the last token: masked
-        # the rarer token's positions, by their sizes before pruning (pruning is a pass over them)
-        n_a = self.at[a].size if a >= 256 else None
-        n_b = self.at[b].size if b >= 256 else None
-        if n_b is None or (n_a is not None and n_a <= n_b):
-            p = self._live(a)
-            q = nxt[p]
-            return p[(q >= 0) & (tok[q] == b)]
-        p = self.prv[self._live(b)]
-        return p[(p >= 0) & (tok[p] == a)]
+        else:
+            p = self._formed(a, b)
+        q = nxt[p]
+        return p[(q >= 0) & (tok[p] == a) & (tok[q] == b)]  # q = -1 reads the last token: masked
 
-    def _live(self, t: int) -> np.ndarray:
-        """Where the merged token ``t`` is, pruned of the positions merged away since."""
-        p = self.at[t]
-        p = p[self.tok[p] == t]
-        self.at[t] = p
-        return p
+    def _formed(self, a: int, b: int) -> np.ndarray:
+        """Where the pair (a, b) formed, when its newer token was made (b's if they are equal):
+        a superset of where it is now, increasing."""
+        t, side = (b, a) if b >= a else (a, RIGHT | b)
+        made = self.made.get(t)
+        if made is None:
+            return EMPTY
+        sides, offsets, where = made
+        i = int(np.searchsorted(sides, side))
+        if i == sides.size or sides[i] != side:
+            return EMPTY
+        return where[offsets[i] : offsets[i + 1]]
 
     def merge(self, key: int, c: int, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
@@ -129,7 +135,6 @@ class ArrayMerges:
             first = _shifted(True, nxt[p[:-1]] != p[1:], at_end=False)  # a run of chained starts begins
             i = np.arange(p.size)
             p = p[(i - np.maximum.accumulate(np.where(first, i, 0))) % 2 == 0]
-        self.at[c] = p
         if p.size == 0:
             return EMPTY, EMPTY
         q, l = nxt[p], prv[p]
@@ -140,33 +145,44 @@ class ArrayMerges:
         has_l, has_r = l >= 0, r >= 0
         x = tok[l].astype(np.int64)
         y = tok[r].astype(np.int64)
+        # Lost: (x, a) left of each occurrence unless the previous one ends there, and (b, y)
+        # right of it. New: (x, c) left of each (c, c) after an adjacent one, starting there),
+        # and (c, y) right of it unless the next occurrence starts there (that pair is its (c, c)).
+        lost_l, gain_r = has_l & ~after, has_r & ~before
+        lost = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r]])
+        left_start = np.where(after, _shifted(-1, p[:-1], at_end=False), l)
+        gained = np.concatenate([np.where(after, c, x)[has_l].astype(np.uint64) << POS | left_start[has_l].astype(np.uint64),
+                                 (RIGHT | y[gain_r]).astype(np.uint64) << POS | p[gain_r].astype(np.uint64)])
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r[has_r]] = p[has_r]
-        # Lost: (x, a) left of each occurrence unless the previous one ends there, and (b, y)
-        # right of it. New: (x, c) left of each (x = c after an adjacent one), and (c, y) right
-        # of it unless the next occurrence starts there (that pair is its (c, c)). The lost
-        # pairs hold no c and the new ones do, so one sum serves both.
-        lost_l, gain_r = has_l & ~after, has_r & ~before
-        keys = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r],
-                               np.where(after, c, x)[has_l] << SHIFT | c, (c << SHIFT) | y[gain_r]])
-        weights = np.concatenate([-w[lost_l], -w[has_r], w[has_l], w[gain_r]])
-        return self._add(keys, weights)
-
-    def _add(self, keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Add each pair's total weight to ``pairs``; the pairs whose count grew, and their counts."""
-        if keys.size == 0:
-            return EMPTY, EMPTY
-        order, starts = _groups(keys)
-        keys, totals = keys[order[starts]], np.add.reduceat(weights[order], starts)
-        # The counts read, summed and written back in C (map, NumPy, dict.update): a Python
-        # loop of pairs[k] += d was a fifth of training 50 MB of translations.
-        listed = keys.tolist()
+        lost, lost_n = _sums(lost, -np.concatenate([w[lost_l], w[has_r]]))
+        grown, grown_n = self._index_made(c, gained, np.concatenate([w[has_l], w[gain_r]]))
+        # The counts read, summed and written back in C (map, NumPy, dict.update): a Python loop
+        # of pairs[k] += d was a fifth of training 50 MB of translations. The pairs made hold c,
+        # which is new: they are not there yet.
         pairs = self.pairs
-        new = np.fromiter(map(pairs.get, listed, repeat(0)), dtype=np.int64, count=len(listed)) + totals
-        pairs.update(zip(listed, new.tolist()))
-        grown = totals > 0
-        return keys[grown], new[grown]
+        lost = lost.tolist()
+        lost_n += np.fromiter(map(pairs.get, lost, repeat(0)), dtype=np.int64, count=len(lost))
+        pairs.update(zip(lost, lost_n.tolist()))
+        pairs.update(zip(grown.tolist(), grown_n.tolist()))
+        return grown, grown_n
+
+    def _index_made(self, c: int, gained: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Index the pairs made with ``c`` (uint64 ``side << POS | start``, side the neighbour
+        token, with RIGHT for pairs (c, y)) by side, starts increasing within one; their keys and
+        total weights."""
+        if gained.size == 0:
+            return EMPTY64, EMPTY64
+        order = np.argsort(gained)  # unique values: any sort puts starts in order
+        gained = gained[order]
+        sides = gained >> POS
+        first = np.flatnonzero(_shifted(True, sides[1:] != sides[:-1], at_end=False))
+        sides = sides[first].astype(np.int64)
+        self.made[c] = (sides, _shifted(gained.size, first, at_end=True),
+                        (gained & POS_MASK).astype(self.nxt.dtype))
+        keys = np.where(sides & RIGHT, c << SHIFT | (sides & MASK), sides << SHIFT | c)
+        return keys, np.add.reduceat(weights[order], first)
 
     # ---- handing over to the Python loop ------------------------------------------------
 
@@ -187,7 +203,7 @@ class ArrayMerges:
         first[1:] = (keys[1:] != keys[:-1]) | (chunks[1:] != chunks[:-1])
         self.table_keys, self.table_chunks = keys[first], chunks[first]
         self.tok = self.nxt = self.prv = self.chunk = None
-        self.at, self.byte_pairs = {}, {}
+        self.made, self.byte_pairs = {}, {}
         return [text[s:e] for s, e in zip([0] + ends[:-1], ends)]
 
     def chunks_of(self, key: int) -> list[int]:
