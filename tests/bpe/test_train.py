@@ -3,6 +3,7 @@ import math
 import os
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import example, given, strategies as st
 
@@ -251,3 +252,15 @@ def test_chunk_bytes_are_each_chunks_utf8_end_to_end(chunks):
     data, sizes, counts = _chunk_bytes(chunks)
     assert data.tobytes() == b"".join(b for b, _ in kept)
     assert sizes.tolist() == [len(b) for b, _ in kept] and counts.tolist() == [n for _, n in kept]
+
+
+@given(pairs=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300), st.integers(0, 6)), max_size=40),
+       wide=st.booleans())
+def test_the_hand_over_table_lists_each_pair_and_chunk_once_in_order(pairs, wide):
+    from bpe.arraymerge import SHIFT, _distinct_pairs
+
+    left, right, chunks = (np.array([p[i] for p in pairs], dtype=np.int32) for i in range(3))
+    # wide: more chunks than one int64 can hold beside two ids, which sorts them apart
+    keys, where = _distinct_pairs(left, right, chunks, 2**60 if wide else 7)
+    want = sorted(set((a << SHIFT | b, c) for a, b, c in pairs))
+    assert list(zip(keys.tolist(), where.tolist())) == want
