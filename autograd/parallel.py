@@ -192,12 +192,17 @@ def matmul(a, b, out=None):
     thread when the pool has several), taken from the shared queue, so a core slowed by another
     process takes fewer blocks instead of holding up the product. Other arrays (CuPy), small
     products and broadcasting shapes go to the backend's matmul unchanged."""
+    # first, before the type checks: most products (a decode step's all) are small, and a small
+    # product of NumPy or CuPy arrays is the operator either way. The operator, not np.matmul's
+    # keyword call: the code after a decode step's weight product runs cold, and the keyword
+    # path cost the step 1.3% at batch 1.
+    small = 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS
+    if small and out is None:
+        return a @ b
     if not (type(a) is np.ndarray and type(b) is np.ndarray):
         return a @ b if out is None else _xp_matmul(a, b, out)
-    if 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS:  # first: most products (a decode step's all) are small
-        # the operator, not np.matmul's keyword call: the code after a decode step's weight
-        # product runs cold, and the keyword path cost the step 1.3% at batch 1
-        return a @ b if out is None else np.matmul(a, b, out=out)
+    if small:
+        return np.matmul(a, b, out=out)
     plan = _gemm_blocks(a, b, out)
     if plan is None:
         return np.matmul(a, b, out=out)

@@ -7,7 +7,8 @@ import numpy as np
 
 import autograd
 from autograd.tensor import Tensor
-from nn import arrays, init
+from nn import init
+from nn.arrays import linear as linear_step
 from nn.module import Module, Parameter
 
 
@@ -40,7 +41,7 @@ class Linear(Module):
 
     def step(self, x):
         """The same product on a raw array (no graph; see nn/arrays.py)."""
-        return arrays.linear(x, self.weight.data, None if self.bias is None else self.bias.data)
+        return linear_step(x, self.weight.data, None if self.bias is None else self.bias.data)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -119,7 +119,8 @@ class ReLU(Function):
 
 
 def _gelu_tanh_forward(x, t, y) -> None:
-    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
+    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape;
+    y may be t itself, which then ends as y)."""
     xp = xp_of(x)
     xp.multiply(x, x, out=t)
     t *= 0.044715 * _SQRT_2_OVER_PI                 # the constant folded in: one pass fewer
@@ -153,13 +154,16 @@ def _gelu_tanh_backward(g, x, t, d, h=None) -> None:
     d *= g
 
 
-def gelu_tanh_array(x):
+def gelu_tanh_array(x, keep_tanh: bool = True):
     """GELU's tanh form of an array -> (y, t), t = the tanh term its backward reuses; both new
-    arrays of x's shape. The forward of the GELUTanh op, and a layer's no-graph decode step."""
+    arrays of x's shape. The forward of the GELUTanh op, and (keep_tanh=False: t is None) a
+    layer's no-graph decode step, which has no backward: y is then computed in t's buffer, one
+    allocation fewer on a step whose cost is its few small passes."""
     xp = xp_of(x)
-    t, y = xp.empty_like(x), xp.empty_like(x)   # arrays even for 0-d x
+    y = xp.empty_like(x)   # an array even for 0-d x
+    t = xp.empty_like(x) if keep_tanh else y
     parallel.map_rows(_gelu_tanh_forward, x, t, y)
-    return y, t
+    return y, (t if keep_tanh else None)
 
 
 @_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")
