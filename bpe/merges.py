@@ -52,6 +52,7 @@ from .nogc import gc_paused
 # positions on average (a running mean over about 64 merges); the Python loop runs the rest.
 # An array pass costs microseconds however few the positions.
 ARRAY_MIN = 30
+PUSH_MIN = 8  # pairs counted fewer times wait outside the heap (train_merges)
 
 
 def _chunk_bytes(chunk_counts: Mapping[str | bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -131,15 +132,25 @@ def train_merges(
     heap = [k - (n << COUNT) for k, n in pairs.items() if n >= min_frequency]
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
+    # Pairs counted below `floor` are not pushed (most pairs a merge makes are rare). A pair's
+    # count only grows in the merge that makes it, so one below the floor stays there; once the
+    # best pushed pair falls under the floor, the heap is rebuilt from every pair.
+    floor = max(min_frequency, PUSH_MIN)
 
     # The hot loop of training, one function on purpose: its names stay fast locals.
     merges: list[tuple[int, int]] = []
-    while heap and len(merges) < n_merges:
+    while len(merges) < n_merges:
+        if floor > min_frequency and (not heap or heap[0] >> COUNT > -floor):
+            floor = min_frequency
+            heap = [k - (n << COUNT) for k, n in pairs.items() if n >= floor]
+            heapq.heapify(heap)
+        if not heap:
+            break
         v = heappop(heap)
         key = v & ((1 << COUNT) - 1)
         cur = pget(key, 0)
         if cur != -(v >> COUNT):  # stale entry: the count dropped since it was pushed
-            if cur >= min_frequency:
+            if cur >= floor:
                 heappush(heap, key - (cur << COUNT))
             continue
         A, B, C = key >> SHIFT, key & MASK, 256 + len(merges)
@@ -149,7 +160,7 @@ def train_merges(
             mean = at.size if mean is None else mean + (at.size - mean) / 64
             if mean >= array_min:
                 grown, n = early.merge(key, C, at)
-                for v in (grown - (n << COUNT))[n >= min_frequency].tolist():  # heap entries, in NumPy
+                for v in (grown - (n << COUNT))[n >= floor].tolist():  # heap entries, in NumPy
                     heappush(heap, v)
                 listed = touched = ()
             else:  # the Python loop takes over from this merge on
@@ -198,7 +209,7 @@ def train_merges(
         del pairs[key]
         for k in touched:
             n = pairs[k]
-            if n >= min_frequency:
+            if n >= floor:
                 heappush(heap, k - (n << COUNT))
         if progress is not None:
             progress(len(merges))
