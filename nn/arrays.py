@@ -43,7 +43,7 @@ def rms_norm(x: Any, w: Any, eps: float) -> Any:
 def gelu(x: Any, approximate: str = "tanh") -> Any:
     if approximate != "tanh":
         return GELUErf().forward(x)
-    return gelu_tanh_array(x, keep_tanh=False)[0] if type(x) is np.ndarray else GELUTanh().forward(x)
+    return gelu_tanh_array(x)[0] if type(x) is np.ndarray else GELUTanh().forward(x)
 
 
 def relu(x: Any) -> Any:

@@ -119,8 +119,7 @@ class ReLU(Function):
 
 
 def _gelu_tanh_forward(x, t, y) -> None:
-    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape;
-    y may be t itself, which then ends as y)."""
+    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
     xp = xp_of(x)
     xp.multiply(x, x, out=t)
     t *= 0.044715 * _SQRT_2_OVER_PI                 # the constant folded in: one pass fewer
@@ -154,16 +153,13 @@ def _gelu_tanh_backward(g, x, t, d, h=None) -> None:
     d *= g
 
 
-def gelu_tanh_array(x, keep_tanh: bool = True):
+def gelu_tanh_array(x):
     """GELU's tanh form of an array -> (y, t), t = the tanh term its backward reuses; both new
-    arrays of x's shape. The forward of the GELUTanh op, and (keep_tanh=False: t is None) a
-    layer's no-graph decode step, which has no backward: y is then computed in t's buffer, one
-    allocation fewer on a step whose cost is its few small passes."""
+    arrays of x's shape. The forward of the GELUTanh op, and a layer's no-graph decode step."""
     xp = xp_of(x)
-    y = xp.empty_like(x)   # an array even for 0-d x
-    t = xp.empty_like(x) if keep_tanh else y
+    t, y = xp.empty_like(x), xp.empty_like(x)   # arrays even for 0-d x
     parallel.map_rows(_gelu_tanh_forward, x, t, y)
-    return y, (t if keep_tanh else None)
+    return y, t
 
 
 @_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")

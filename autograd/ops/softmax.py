@@ -39,7 +39,7 @@ def softmax_array(x, axis: int = -1, out=None, masked: bool = True):
         xp.maximum(m, xp.finfo(m.dtype).min, out=m)  # exp(-inf) = 0 everywhere, not NaN
     y = xp.subtract(x, m, out=out)
     xp.exp(y, out=y)
-    s = row_sums(y) if axis == -1 else _sums(y, axis)   # the usual axis without _sums' frame
+    s = _sums(y, axis)
     if guard:
         xp.maximum(s, xp.finfo(s.dtype).tiny, out=s)  # >= 1 unless the row was fully masked: then 0 / tiny
     y /= s
