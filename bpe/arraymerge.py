@@ -4,8 +4,8 @@ A merge of a frequent pair changes tens of thousands of chunks, and the Python l
 `merges.train_merges` pays about a microsecond for each (half of training 50 MB of code went
 to the first 3,000 merges). Here the corpus's distinct chunks are one array of token ids with
 ``nxt``/``prv`` links between the live tokens of a chunk, and an index of where each pair of
-bytes and each pair made by a merge started. A merge is then a few array passes over the pair's positions,
-and Python runs once per distinct neighbour pair, not once per occurrence.
+bytes and each pair made by a merge started. A merge is then a few array passes over the
+pair's positions, and Python runs once per distinct neighbour pair, not once per occurrence.
 
 Every array pass has a fixed cost of microseconds, so once the merges' pairs occur in few
 places the Python loop is faster: ``ArrayMerges.hand_over`` and ``chunks_of`` hand the state
@@ -65,13 +65,15 @@ def _distinct_pairs(left: np.ndarray, right: np.ndarray, chunks: np.ndarray, n_c
     else:
         order = np.lexsort((chunks, right, left))  # by left, then right, then chunk
         left, right, chunks = left[order], right[order], chunks[order]
-        new = (np.diff(left, prepend=-1) != 0) | (np.diff(right, prepend=-1) != 0) | (np.diff(chunks, prepend=-1) != 0)
+        new = np.diff(left, prepend=-1) != 0
+        new |= np.diff(right, prepend=-1) != 0
+        new |= np.diff(chunks, prepend=-1) != 0
         left, right, chunks = left[new], right[new], chunks[new]
     return left.astype(np.int64) << SHIFT | right, chunks.astype(np.int64)
 
 
 class ArrayMerges:
-    """Chunks as linked token arrays, where each token is, and the pair counts.
+    """Chunks as linked token arrays, where each pair formed, and the pair counts.
 
     data: (L,) uint8, the chunks' bytes end to end; sizes: (C,) int64, each chunk's length (at
     least 2); counts: (C,) int64, how often each chunk occurs.
@@ -165,13 +167,15 @@ class ArrayMerges:
         x = tok[l].astype(np.int64)
         y = tok[r].astype(np.int64)
         # Lost: (x, a) left of each occurrence unless the previous one ends there, and (b, y)
-        # right of it. New: (x, c) left of each (c, c) after an adjacent one, starting there),
-        # and (c, y) right of it unless the next occurrence starts there (that pair is its (c, c)).
+        # right of it. New: (x, c) left of each (after an adjacent occurrence, (c, c) starting at
+        # that one), and (c, y) right of it unless the next occurrence starts there (that pair is
+        # the next one's (c, c)).
         lost_l, gain_r = has_l & ~after, has_r & ~before
         lost = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r]])
         left_start = np.where(after, _shifted(-1, p[:-1], at_end=False), l)
-        gained = np.concatenate([np.where(after, c, x)[has_l].astype(np.uint64) << POS | left_start[has_l].astype(np.uint64),
-                                 (RIGHT | y[gain_r]).astype(np.uint64) << POS | p[gain_r].astype(np.uint64)])
+        u64 = np.uint64
+        gained = np.concatenate([np.where(after, c, x)[has_l].astype(u64) << POS | left_start[has_l].astype(u64),
+                                 (RIGHT | y[gain_r]).astype(u64) << POS | p[gain_r].astype(u64)])
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r[has_r]] = p[has_r]
