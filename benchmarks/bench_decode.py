@@ -10,8 +10,10 @@ Peers, each only where it can run, on the same weights, batches and threads:
 Model: config (b), 6 layers, 6 heads, n_embd 384, vocab 4096, bias off, block_size 512,
 random weights. A round decodes `--steps` positions after a 16-token prefill (each peer with
 its own caches); rounds alternate the order of the decoders so that the machine's noise falls
-on all alike. The table gives the median and the fastest round per step and each peer's
-median against ours (ours / it: below 1, ours is faster); the logits of the first steps are checked to agree before timing.
+on all alike. The table gives the median and the fastest round per step, each peer's median
+against ours (ours / it: below 1, ours is faster) and the median of the rounds' own ratios
+(paired: steadier, as a round's two runs share the machine's state); the logits of the first
+steps are checked to agree before timing.
 """
 from __future__ import annotations
 
@@ -127,13 +129,15 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '-')}, "
           f"GPT_THREADS={os.environ.get('GPT_THREADS', '-')}; {args.steps} steps after a {PREFILL}-token prefill, "
           f"{args.rounds} rounds")
-    print(f"{'batch':>5} {'decoder':>8} {'median ms':>10} {'best ms':>8} {'ours / it':>10}")
+    print(f"{'batch':>5} {'decoder':>8} {'median ms':>10} {'best ms':>8} {'ours / it':>10} {'paired':>8}")
     for batch in (int(b) for b in args.batch.split(",")):
         times = bench(model, batch, args.steps, args.rounds, args.before)
         base = statistics.median(times["ours"])
         for name, ts in times.items():
             med = statistics.median(ts)
-            print(f"{batch:>5} {name:>8} {1e3 * med:>10.3f} {1e3 * min(ts):>8.3f} {base / med:>9.3f}x", flush=True)
+            paired = statistics.median(o / t for o, t in zip(times["ours"], ts))
+            print(f"{batch:>5} {name:>8} {1e3 * med:>10.3f} {1e3 * min(ts):>8.3f} {base / med:>9.3f}x {paired:>7.3f}x",
+                  flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
