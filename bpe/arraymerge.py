@@ -24,9 +24,9 @@ MASK = (1 << SHIFT) - 1
 EMPTY = np.zeros(0, dtype=np.int32)
 EMPTY64 = np.zeros(0, dtype=np.int64)
 # The pairs made with a token are indexed by their other token, the side (RIGHT | y for a pair
-# (c, y)), and where each starts: one uint64 ``side << POS | start`` (22 + 42 bits).
+# (c, y)), and where each starts: one int64 ``side << POS | start`` (22 + 41 bits).
 RIGHT = 1 << SHIFT
-POS = 42
+POS = 41
 POS_MASK = (1 << POS) - 1
 
 
@@ -173,9 +173,8 @@ class ArrayMerges:
         lost_l, gain_r = has_l & ~after, has_r & ~before
         lost = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r]])
         left_start = np.where(after, _shifted(-1, p[:-1], at_end=False), l)
-        u64 = np.uint64
-        gained = np.concatenate([np.where(after, c, x)[has_l].astype(u64) << POS | left_start[has_l].astype(u64),
-                                 (RIGHT | y[gain_r]).astype(u64) << POS | p[gain_r].astype(u64)])
+        gained = np.concatenate([np.where(after, c, x)[has_l] << POS | left_start[has_l],
+                                 (RIGHT | y[gain_r]) << POS | p[gain_r]])
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r[has_r]] = p[has_r]
@@ -192,7 +191,7 @@ class ArrayMerges:
         return grown, grown_n
 
     def _index_made(self, c: int, gained: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Index the pairs made with ``c`` (uint64 ``side << POS | start``, side the neighbour
+        """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour
         token, with RIGHT for pairs (c, y)) by side, starts increasing within one; their keys and
         total weights."""
         if gained.size == 0:
@@ -201,7 +200,7 @@ class ArrayMerges:
         gained = gained[order]
         sides = gained >> POS
         first = np.flatnonzero(_shifted(True, sides[1:] != sides[:-1], at_end=False))
-        sides = sides[first].astype(np.int64)
+        sides = sides[first]
         self.made[c] = (sides, _shifted(gained.size, first, at_end=True),
                         (gained & POS_MASK).astype(self.nxt.dtype))
         keys = np.where(sides & RIGHT, c << SHIFT | (sides & MASK), sides << SHIFT | c)
