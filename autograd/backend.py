@@ -66,6 +66,10 @@ def acc_dtype(dtype) -> np.dtype:
 
 
 _F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
+# The dtypes of the host's BLAS and fused CPU paths. A set of dtypes: membership is one hash,
+# where `in (np.float32, np.float64)` converts each type to a dtype to compare (a decode
+# step asks this a few dozen times).
+HOST_FLOATS = frozenset((_F32, _F64))
 
 
 def parse_device(device: str | None) -> tuple[str, int]:

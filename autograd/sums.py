@@ -14,16 +14,11 @@ import functools
 
 import numpy as np
 
-from autograd.backend import acc_dtype
-
-
-# a set of dtypes, not of types: membership is one hash, where `in (np.float32, np.float64)`
-# converts each type to a dtype to compare (a decode step's sums ask this a dozen times)
-_BLAS_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+from autograd.backend import HOST_FLOATS, acc_dtype
 
 
 def _blas(a) -> bool:
-    return type(a) is np.ndarray and a.dtype in _BLAS_DTYPES and a.ndim > 0
+    return type(a) is np.ndarray and a.dtype in HOST_FLOATS and a.ndim > 0
 
 
 @functools.lru_cache(maxsize=64)

@@ -157,7 +157,7 @@ class ArrayMerges:
             i = np.arange(p.size)
             p = p[(i - np.maximum.accumulate(np.where(first, i, 0))) % 2 == 0]
         if p.size == 0:
-            return EMPTY, EMPTY
+            return EMPTY64, EMPTY64
         q, l = nxt[p], prv[p]
         r = nxt[q]
         w = self.counts[self.chunk[p]]

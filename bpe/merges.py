@@ -129,21 +129,25 @@ def train_merges(
     # Heap entries are ints -count * 2**COUNT + pair (a pair's key takes 2 * SHIFT bits), so
     # the smallest entry is the highest count, then the smallest (left, right).
     COUNT = 2 * SHIFT
-    heap = [k - (n << COUNT) for k, n in pairs.items() if n >= min_frequency]
-    heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
+
+    def heap_of(least: int) -> list[int]:
+        h = [k - (n << COUNT) for k, n in pairs.items() if n >= least]
+        heapq.heapify(h)
+        return h
+
     # Pairs counted below `floor` are not pushed (most pairs a merge makes are rare). A pair's
     # count only grows in the merge that makes it, so one below the floor stays there; once the
     # best pushed pair falls under the floor, the heap is rebuilt from every pair.
     floor = max(min_frequency, PUSH_MIN)
+    heap = heap_of(floor)
 
     # The hot loop of training, one function on purpose: its names stay fast locals.
     merges: list[tuple[int, int]] = []
     while len(merges) < n_merges:
         if floor > min_frequency and (not heap or heap[0] >> COUNT > -floor):
             floor = min_frequency
-            heap = [k - (n << COUNT) for k, n in pairs.items() if n >= floor]
-            heapq.heapify(heap)
+            heap = heap_of(floor)
         if not heap:
             break
         v = heappop(heap)

@@ -106,4 +106,4 @@ def host_floats(*arrays) -> bool:
     paths take (the fused CPU sublayers, the norms' row backward, AdamW's flat update)."""
     dtype = arrays[0].dtype
     return (all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
-            and dtype in (np.float32, np.float64))
+            and dtype in backend.HOST_FLOATS)

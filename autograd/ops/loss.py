@@ -18,7 +18,7 @@ import numpy as np
 from autograd import backend
 from autograd import cuda as _cuda
 from autograd import parallel
-from autograd.backend import acc_dtype, xp_of
+from autograd.backend import HOST_FLOATS, acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops.index import check_ids
 from autograd.sums import row_sums
@@ -39,7 +39,7 @@ def _row_blocks(N: int, V: int):
 
 def _on_pool(x2) -> bool:
     """Whether the row blocks run on autograd.parallel's threads (large float32/64 NumPy logits)."""
-    return type(x2) is np.ndarray and x2.dtype in (np.float32, np.float64)
+    return type(x2) is np.ndarray and x2.dtype in HOST_FLOATS
 
 
 def _logsumexp_rows(x2):

@@ -16,7 +16,7 @@ import numpy as np
 
 from autograd import cuda as _cuda
 from autograd import parallel
-from autograd.backend import acc_dtype, xp_of
+from autograd.backend import HOST_FLOATS, acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops._util import host_floats
 from autograd.sums import column_sums, row_sums
@@ -28,7 +28,7 @@ def _on_pool(x) -> bool:
     # the size first: it rejects a decode step's few rows at once, where the dtype test and the
     # flags object cost each of the step's norms half a microsecond
     return (type(x) is np.ndarray and x.size >= parallel.MIN_PARALLEL and x.ndim > 1
-            and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous)
+            and x.dtype in HOST_FLOATS and x.flags.c_contiguous)
 
 
 def _host_rows(xhat, g) -> bool:
