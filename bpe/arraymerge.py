@@ -14,8 +14,7 @@ for the rules (left-to-right merges without overlap, the tie order).
 """
 from __future__ import annotations
 
-from collections import defaultdict
-from itertools import repeat
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -39,6 +38,23 @@ def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray
     k = keys[order]
     first = np.flatnonzero(_shifted(True, k[1:] != k[:-1], at_end=False))
     return k[first], np.add.reduceat(weights[order], first)
+
+
+def _within(sizes: np.ndarray) -> np.ndarray:
+    """For chunks of these sizes end to end, whether each position and the next are in one chunk:
+    (sum(sizes) - 1,) bool, where a pair may start."""
+    inner = np.ones(max(int(sizes.sum()) - 1, 0), dtype=bool)
+    inner[(np.cumsum(sizes) - 1)[:-1]] = False
+    return inner
+
+
+def word_pairs(words: list[str], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair in the Python loop's words (as ``hand_over`` gives them, ``weights`` (C,) int64
+    their counts), counted again: int64 keys and counts. See ``ArrayMerges.live_pairs``."""
+    sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    tok = np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)
+    keys = (tok[:-1] << SHIFT | tok[1:])[_within(sizes)]
+    return _sums(keys, np.repeat(weights, sizes - 1))
 
 
 def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
@@ -77,7 +93,8 @@ class ArrayMerges:
 
     data: (L,) uint8, the chunks' bytes end to end; sizes: (C,) int64, each chunk's length (at
     least 2); counts: (C,) int64, how often each chunk occurs.
-    pairs: pair key (left << 21 | right) -> count weighted by the chunks' counts, for the caller.
+    pairs: pair key (left << 21 | right) -> count weighted by the chunks' counts, for the caller:
+    the pairs of bytes and those a merge made ``floor`` times or more.
 
     The index holds, for each pair of bytes, the positions of its left byte, and for each
     merged token, the pairs made with it at its merge and where each started. A pair forms only
@@ -100,15 +117,15 @@ class ArrayMerges:
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
         # merged token -> the pairs made with it, where they started: (sides, offsets, starts)
         self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.pairs: defaultdict[int, int] = defaultdict(int)
+        self.pairs: dict[int, int] = {}
+        self.floor = 1  # pairs made fewer times are left out of `pairs` (see live_pairs)
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data, sizes)
 
     def _index_bytes(self, data: np.ndarray, sizes: np.ndarray) -> None:
         """Count and index every pair of bytes: their 16-bit keys sum by bincount and sort by radix
         (a gather of the chunks' counts through the sorted order took half of this)."""
-        inner = np.ones(max(data.size - 1, 0), dtype=bool)  # a pair starts at every byte but a chunk's last
-        inner[(np.cumsum(sizes) - 1)[:-1]] = False
+        inner = _within(sizes)  # a pair starts at every byte but a chunk's last
         key16 = (data[:-1].astype(np.uint16) << 8 | data[1:])[inner]
         if key16.size == 0:
             return
@@ -120,6 +137,15 @@ class ArrayMerges:
             key = (k >> 8) << SHIFT | (k & 255)
             self.pairs[key] = int(totals[k])
             self.byte_pairs[key] = at[ends[k - 1] if k else 0 : ends[k]]
+
+    def live_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every live pair counted again: int64 keys and counts. Merges leave out of ``pairs`` the
+        pairs they make fewer than ``floor`` times (a pair's count never grows later), so that
+        the caller needs this only once it lowers the floor."""
+        p = np.flatnonzero(self.tok >= 0)
+        q = self.nxt[p]
+        p, q = p[q >= 0], q[q >= 0]
+        return _sums(self.tok[p].astype(np.int64) << SHIFT | self.tok[q], self.counts[self.chunk[p]])
 
     def starts(self, key: int) -> np.ndarray:
         """The positions, increasing, where the pair ``key`` starts now (runs of a pair of one
@@ -148,8 +174,9 @@ class ArrayMerges:
 
     def merge(self, key: int, c: int, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
-        Returns the pairs whose count grew (those holding ``c``) and their counts, int64 arrays
-        for the heap; ``pairs`` of the merged pair is left to the caller."""
+        Returns the pairs whose count grew (those holding ``c``) counted ``floor`` times or more,
+        and their counts, int64 arrays for the heap; ``pairs`` of the merged pair is left to the
+        caller."""
         a, b = key >> SHIFT, key & MASK
         tok, nxt, prv = self.tok, self.nxt, self.prv
         if a == b and p.size > 1:  # in a run a a a a of the pair (a, a) every second one, as str.replace
@@ -185,8 +212,11 @@ class ArrayMerges:
         # which is new: they are not there yet.
         pairs = self.pairs
         lost = lost.tolist()
-        lost_n += np.fromiter(map(pairs.get, lost, repeat(0)), dtype=np.int64, count=len(lost))
-        pairs.update(zip(lost, lost_n.tolist()))
+        old = np.fromiter(map(pairs.get, lost, repeat(-1)), dtype=np.int64, count=len(lost))
+        kept = old >= 0  # the others were counted below the floor and dropped
+        pairs.update(zip(compress(lost, kept.tolist()), (old + lost_n)[kept].tolist()))
+        kept = grown_n >= self.floor
+        grown, grown_n = grown[kept], grown_n[kept]
         pairs.update(zip(grown.tolist(), grown_n.tolist()))
         return grown, grown_n
 

@@ -264,3 +264,26 @@ def test_the_hand_over_table_lists_each_pair_and_chunk_once_in_order(pairs, wide
     keys, where = _distinct_pairs(left, right, chunks, 2**60 if wide else 7)
     want = sorted(set((a << SHIFT | b, c) for a, b, c in pairs))
     assert list(zip(keys.tolist(), where.tolist())) == want
+
+
+@given(chunks=st.dictionaries(st.binary(min_size=2, max_size=8), st.integers(1, 1 << 40), min_size=1, max_size=12),
+       n=st.integers(1, 20))
+@example(chunks={b"    ": 3_000_000, b"  x": 2_500_000, b"ab": 2_000_000}, n=6)  # counts past 2**21
+def test_merges_of_chunks_counted_millions_of_times_are_the_loops(chunks, n):
+    # The loop keeps counts in Python ints; the array merges must not lose bits of big ones.
+    assert train_merges(chunks, n, array_min=0) == train_merges(chunks, n, array_min=math.inf)
+
+
+@given(chunks=st.dictionaries(st.text(alphabet="aab cé", min_size=1, max_size=14), st.integers(1, 9), max_size=25),
+       n=st.integers(1, 40), minf=st.integers(1, 2), array_min=st.sampled_from([0, 3, math.inf]))
+@example(chunks={"abab": 9, "ba": 2, "cababab": 1, "aaaa": 5}, n=8, minf=1, array_min=0)
+def test_pairs_left_out_below_the_floor_are_counted_again_when_it_drops(chunks, n, minf, array_min):
+    # A floor of 4 halved at each drop: the drops fall in the array phase and in the loop.
+    import bpe.merges as merges
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(merges, "PUSH_MIN", 4)
+        mp.setattr(merges, "DROP", 2)
+        got = train_merges(chunks, n, minf, array_min=array_min)
+    texts = [c for c, k in chunks.items() for _ in range(k)]
+    assert got == naive_train(texts, n, r"(?s).+", minf)
