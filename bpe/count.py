@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .chunkcount import ChunkCounter
+from .chunktable import ChunkTable
 from .corpus import BLOCK_BYTES, read_blocks
 from .nogc import gc_paused
 
@@ -31,6 +32,10 @@ def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
     get = total.get
     for k, v in part.items():
         total[k] = get(k, 0) + v
+
+
+def _result(counter: ChunkCounter, table: bool) -> Counter[str] | ChunkTable:
+    return ChunkTable.of(counter.result()) if table else counter.result()
 
 
 # ---- worker processes -------------------------------------------------------------
@@ -58,7 +63,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 @gc_paused()
-def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int) -> None:
+def _worker(pattern: str, specials: tuple[str, ...], table: bool, tasks, results, parent: int) -> None:
     _exit_with_parent(parent)
     counter = ChunkCounter(pattern, specials)
     error = None
@@ -84,19 +89,20 @@ def _worker(pattern: str, specials: tuple[str, ...], tasks, results, parent: int
                 error = f"{type(e).__name__}: {e}"
     notes = [(str(w.message), w.category) for w in caught]
     if error is None:
-        results.put(("ok", dict(counter.result()), notes))
+        results.put(("ok", ChunkTable.of(counter.result()) if table else dict(counter.result()), notes))
     else:
         results.put(("error", error, notes))
 
 
 class _Pool:
-    """N counting processes fed through a queue; each returns one table at the end."""
+    """N counting processes fed through a queue; each returns one table at the end: a dict, or a
+    ChunkTable where ``table`` is true."""
 
-    def __init__(self, pattern: str, specials: tuple[str, ...], workers: int):
+    def __init__(self, pattern: str, specials: tuple[str, ...], workers: int, table: bool = False):
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         self.tasks = ctx.Queue(maxsize=4 * workers)
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=_worker, args=(pattern, specials, self.tasks, self.results, os.getpid()),
+        self.procs = [ctx.Process(target=_worker, args=(pattern, specials, table, self.tasks, self.results, os.getpid()),
                                  daemon=True) for _ in range(workers)]
         for p in self.procs:
             p.start()
@@ -104,22 +110,25 @@ class _Pool:
     def put(self, task) -> None:
         self.tasks.put(task)
 
-    def finish(self, into: Counter[str]) -> None:
+    def finish(self, own: Counter[str] | ChunkTable) -> Counter[str] | ChunkTable:
+        """``own`` (what this process counted) with every worker's table added."""
         for _ in self.procs:
             self.tasks.put(None)
-        errors = []
+        errors, parts = [], [own]
         for _ in self.procs:
             status, payload, notes = self.results.get()
             for msg, category in notes:  # warnings raised in the worker, re-raised here
                 warnings.warn(msg, category, stacklevel=4)
-            if status == "ok":
-                _merge_into(into, payload)
-            else:
-                errors.append(payload)
+            (parts if status == "ok" else errors).append(payload)
         for p in self.procs:
             p.join()
         if errors:
             raise RuntimeError(f"chunk counting failed in a worker process: {errors[0]}")
+        if isinstance(own, ChunkTable):
+            return ChunkTable.join(parts)
+        for part in parts[1:]:
+            _merge_into(own, part)
+        return own
 
     def kill(self) -> None:
         for p in self.procs:
@@ -137,9 +146,10 @@ def default_workers() -> int:
 @gc_paused()
 def count_files(
     files: list[Path], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
-    special_tokens: Iterable[str] = (),
-) -> Counter[str]:
-    """Chunk counts of the given files (each file one document), in worker processes when large."""
+    special_tokens: Iterable[str] = (), table: bool = False,
+) -> Counter[str] | ChunkTable:
+    """Chunk counts of the given files (each file one document), in worker processes when large;
+    as a ChunkTable where ``table`` is true (what training reads)."""
     sizes = []
     for f in files:
         try:
@@ -155,18 +165,16 @@ def count_files(
                 counter.add(block)
             if progress:
                 progress(counter.n_bytes)
-        return counter.result()
+        return _result(counter, table)
     # Byte ranges of about one block each, so work spreads evenly over the processes.
-    pool = _Pool(pattern, tuple(special_tokens), workers)
-    out: Counter[str] = Counter()
+    pool = _Pool(pattern, tuple(special_tokens), workers, table)
     try:
         for f, size in zip(files, sizes):
             for start in range(0, max(size, 1), BLOCK_BYTES):
                 pool.put(("file", str(f), start, min(start + BLOCK_BYTES, size)))
-        pool.finish(out)
+        return pool.finish(ChunkTable.of({}) if table else Counter())
     finally:
         pool.kill()
-    return out
 
 
 # What forked workers inherit (nothing is pickled on the way in): the texts as (text, times),
@@ -191,7 +199,7 @@ def _count_shares(counter: ChunkCounter) -> None:
 
 
 def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
-                  special_tokens: Iterable[str]) -> Counter[str]:
+                  special_tokens: Iterable[str], table: bool) -> Counter[str] | ChunkTable:
     """Chunk counts of distinct texts ``(text, times)`` in ``workers`` processes: this one and
     forked workers that inherit the list, all claiming contiguous shares of about equal size
     (a fixed share each left this process waiting 0.1-0.3 s for the slowest on 50 MB)."""
@@ -208,13 +216,12 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
     _SHARED_NEXT = mp.get_context("fork").Value("q", 0)
     pool = None
     try:
-        pool = _Pool(pattern, tuple(special_tokens), workers - 1)
+        pool = _Pool(pattern, tuple(special_tokens), workers - 1, table)
         for _ in range(workers - 1):
             pool.put(("shares",))
         own = ChunkCounter(pattern, special_tokens)
         _count_shares(own)
-        out = own.result()
-        pool.finish(out)
+        out = pool.finish(_result(own, table))  # this table is made while the workers send theirs
     finally:
         _SHARED_TEXTS, _SHARED_SHARES, _SHARED_NEXT = [], [], None
         if pool is not None:
@@ -223,7 +230,8 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
 
 
 @gc_paused()  # texts in memory: no user code runs meanwhile (a stream's generator might make cycles)
-def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Iterable[str]) -> Counter[str]:
+def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Iterable[str],
+                table: bool) -> Counter[str] | ChunkTable:
     """``count_texts`` of texts in memory already: each distinct text counted once, weighted."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
@@ -231,12 +239,12 @@ def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Ite
     distinct = list(Counter(texts).items())
     total = sum(len(t) * n for t, n in distinct)
     if workers > 1 and "fork" in mp.get_all_start_methods() and total > PARALLEL_MIN_BYTES:
-        out = _count_shared(distinct, pattern, workers, special_tokens)
+        out = _count_shared(distinct, pattern, workers, special_tokens, table)
     else:
         counter = ChunkCounter(pattern, special_tokens)
         for text, times in distinct:
             counter.add(text, times)
-        out = counter.result()
+        out = _result(counter, table)
     if progress:
         progress(total)
     return out
@@ -244,9 +252,10 @@ def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Ite
 
 def count_texts(
     texts: Iterable[str], pattern: str, workers: int | None = None, progress: Callable[[int], None] | None = None,
-    special_tokens: Iterable[str] = (),
-) -> Counter[str]:
+    special_tokens: Iterable[str] = (), table: bool = False,
+) -> Counter[str] | ChunkTable:
     """Chunk counts of an iterable of texts (each one document); streams, parallel when large.
+    A ChunkTable where ``table`` is true (what training reads).
 
     A list or tuple is in memory already: each distinct text is counted once, weighted by how
     often it occurs, by forked workers that read the list by index when it is large.
@@ -256,7 +265,7 @@ def count_texts(
     """
     workers = default_workers() if workers is None else max(1, int(workers))
     if isinstance(texts, (list, tuple)):
-        return _count_list(texts, pattern, workers, progress, special_tokens)
+        return _count_list(texts, pattern, workers, progress, special_tokens, table)
     counter = ChunkCounter(pattern, special_tokens)
     it = iter(texts)
     pool = None
@@ -268,9 +277,9 @@ def count_texts(
             if progress and i % 64 == 0:
                 progress(counter.n_bytes)
             if workers > 1 and counter.n_bytes > PARALLEL_MIN_BYTES:
-                pool = _Pool(pattern, tuple(special_tokens), workers)
+                pool = _Pool(pattern, tuple(special_tokens), workers, table)
                 break
-        out = counter.result()
+        out = _result(counter, table)
         if pool is not None:
             batch: list[str] = []
             size = 0
@@ -288,7 +297,7 @@ def count_texts(
                     batch, size = [], 0
             if batch:
                 pool.put(("texts", batch))
-            pool.finish(out)
+            out = pool.finish(out)
     finally:
         if pool is not None:
             pool.kill()

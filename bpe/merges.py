@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import heapq
 import sys
-from itertools import compress
 from typing import Callable, Mapping
 
 import numpy as np
 
 from .arraymerge import MASK, SHIFT, ArrayMerges, word_pairs
-from .bytepair import utf8
+from .chunktable import ChunkTable
 from .nogc import gc_paused
 
 # Merges run in NumPy (arraymerge.py) until their pairs start at fewer than this many
@@ -57,44 +56,6 @@ ARRAY_MIN = 30
 # each time no pair above it is left.
 PUSH_MIN = 64
 DROP = 4
-
-
-def _chunk_bytes(chunk_counts: Mapping[str | bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every chunk's UTF-8 bytes end to end (uint8), and each chunk's byte length and count
-    (int64). Chunks of one byte hold no pair and are dropped, as are counts below one.
-
-    str chunks are encoded in one call, their byte lengths read off their code points: one
-    encode per chunk took 0.5 s for the 550k distinct chunks of 50 MB of translations.
-    """
-    keys = list(chunk_counts)
-    counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(keys))
-    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    ok = (counts > 0) & (lengths > 0)
-    if not ok.all():
-        keys, counts, lengths = list(compress(keys, ok.tolist())), counts[ok], lengths[ok]
-    data = text = None
-    try:
-        text = "".join(keys)
-        data = text.encode("utf-8", "surrogateescape")
-    except TypeError:  # bytes chunks among them
-        text = None
-    except UnicodeEncodeError:  # lone surrogates: utf8() repairs each chunk on its own
-        pass
-    if data is None:
-        parts = [utf8(k) if isinstance(k, str) else bytes(k) for k in keys]
-        data, sizes = b"".join(parts), np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    elif len(data) == len(text):
-        sizes = lengths
-    else:
-        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        width = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
-        width[(cp >= 0xDC80) & (cp <= 0xDCFF)] = 1  # escaped raw bytes (surrogateescape)
-        sizes = np.add.reduceat(width, np.cumsum(lengths) - lengths)
-    data = np.frombuffer(data, dtype=np.uint8)
-    keep = sizes >= 2
-    if not keep.all():
-        data, sizes, counts = data[np.repeat(keep, sizes)], sizes[keep], counts[keep]
-    return data, sizes, counts
 
 
 def _lowered(floor: int, min_frequency: int, pairs: dict[int, int], keys: np.ndarray, counts: np.ndarray) -> int:
@@ -114,13 +75,14 @@ def _lowered(floor: int, min_frequency: int, pairs: dict[int, int], keys: np.nda
 # of code.
 @gc_paused()
 def train_merges(
-    chunk_counts: Mapping[str | bytes, int],
+    chunk_counts: Mapping[str | bytes, int] | ChunkTable,
     n_merges: int,
     min_frequency: int = 1,
     progress: Callable[[int], None] | None = None,
     array_min: float | None = None,
 ) -> list[tuple[int, int]]:
-    """Learn up to ``n_merges`` merges from distinct chunks and their counts.
+    """Learn up to ``n_merges`` merges from distinct chunks and their counts (``{chunk: count}``
+    or a ChunkTable).
 
     Returns a list of ``(left_id, right_id)``; merge ``k`` creates id ``256 + k``. Fewer
     merges come back when no pair occurs ``min_frequency`` times any more. ``array_min``
@@ -132,7 +94,9 @@ def train_merges(
     if 256 + n_merges > sys.maxunicode + 1:
         raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
     min_frequency = max(1, int(min_frequency))
-    data, sizes, weights = _chunk_bytes(chunk_counts)
+    table = chunk_counts if isinstance(chunk_counts, ChunkTable) else ChunkTable.of(chunk_counts)
+    table = table.keep(table.sizes >= 2)  # a chunk of one byte holds no pair
+    data, sizes, weights = table.data, table.sizes, table.counts
     counts = weights.tolist()
     early: ArrayMerges | None = ArrayMerges(data, sizes, weights)
     handed = early  # the early index, read by the Python loop once it runs the merges

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from .corpus import default_corpus_files, expand_inputs
+from .chunktable import ChunkTable
 from .count import count_files, count_texts
 from .patterns import resolve_pattern
 from .merges import train_merges
@@ -98,9 +99,11 @@ def _logger(verbose: bool):
     return (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
 
 
-def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log) -> Counter:
+def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
+                 table: bool = False) -> Counter | ChunkTable:
     """Chunk counts of files, folders and globs (``inputs``; None: the default corpus) or of
-    an iterable of ``texts``; an empty corpus is an error."""
+    an iterable of ``texts``, as a ChunkTable where ``table`` is true; an empty corpus is an
+    error."""
     t0 = time.perf_counter()
     if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
         texts, inputs = inputs, None  # a generator or other iterable of texts
@@ -111,15 +114,16 @@ def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log) ->
         log(f"counting chunks in {len(files)} file(s)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            counts = count_files(files, pattern, workers, special_tokens=names)
+            counts = count_files(files, pattern, workers, special_tokens=names, table=table)
         _summarize_warnings(caught, quiet_unicode=inputs is None, log=log)
         source = f"{len(files)} file(s)"
     else:
-        counts = count_texts(texts, pattern, workers, special_tokens=names)
+        counts = count_texts(texts, pattern, workers, special_tokens=names, table=table)
         source = "the given texts"
     if not counts:
         raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
-    log(f"{len(counts):,} distinct chunks ({sum(counts.values()):,} in all) counted in "
+    total = counts.total() if isinstance(counts, ChunkTable) else sum(counts.values())
+    log(f"{len(counts):,} distinct chunks ({total:,} in all) counted in "
         f"{time.perf_counter() - t0:.2f}s")
     return counts
 
@@ -149,7 +153,7 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
                     workers, verbose, progress):
     pattern, names, explicit, n_merges = _check(vocab_size, pattern, special_tokens, min_frequency)
     log = _logger(verbose)
-    counts = count_inputs(inputs, texts, pattern, names, workers, log)
+    counts = count_inputs(inputs, texts, pattern, names, workers, log, table=True)
     return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)
 
 

@@ -115,7 +115,13 @@ def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
     assert list_parallel.merges == it_serial.merges
     # three processes claiming 24 shares of the list, some documents repeated
     docs = lines + lines[:50]
-    assert bpe.count.count_texts(docs, GPT4_PATTERN, workers=3) == bpe.count.count_texts(docs, GPT4_PATTERN, workers=1)
+    serial_counts = bpe.count.count_texts(docs, GPT4_PATTERN, workers=1)
+    assert bpe.count.count_texts(docs, GPT4_PATTERN, workers=3) == serial_counts
+    # the tables the processes send for training, joined: the same counts
+    want = {c.encode(): n for c, n in serial_counts.items()}
+    assert _table_counts(bpe.count.count_texts(docs, GPT4_PATTERN, workers=3, table=True)) == want
+    assert _table_counts(bpe.count.count_files([f], GPT4_PATTERN, workers=2, table=True)) == {
+        c.encode(): n for c, n in bpe.count.count_files([f], GPT4_PATTERN, workers=1).items()}
     with pytest.raises(TypeError, match="must be str, got bytes at item 3"):
         Tokenizer.train_from_iterator(lines[:3] + [b"x"], vocab_size=400, workers=2)
 
@@ -212,9 +218,11 @@ def test_many_non_utf8_files_give_one_warning(tmp_path):
 @example(chunks={b"abab": 2, b"xab": 1, b"aaa": 3})
 def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
     from bpe.arraymerge import ArrayMerges
-    from bpe.merges import _chunk_bytes
+    from bpe.chunktable import ChunkTable
 
-    early = ArrayMerges(*_chunk_bytes(chunks))
+    table = ChunkTable.of(chunks)
+    table = table.keep(table.sizes >= 2)
+    early = ArrayMerges(table.data, table.sizes, table.counts)
     words = [c.decode("latin-1") for c in chunks if len(c) >= 2]
     counts = [chunks[c] for c in chunks if len(c) >= 2]
     want_pairs, want_where = {}, {}
@@ -243,13 +251,14 @@ def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
 @given(chunks=st.dictionaries(st.text(max_size=6), st.integers(0, 3), max_size=20))
 @example(chunks={"a\udcff": 1, "\ud835": 2, "\udfce x": 1, "é": 1, "": 3})  # escaped byte, lone surrogates
 @example(chunks={b"\xff\xfe": 2, "ab": 1})                                  # bytes keys beside str ones
-def test_chunk_bytes_are_each_chunks_utf8_end_to_end(chunks):
+def test_a_chunk_table_is_each_chunks_utf8_end_to_end(chunks):
     from bpe.bytepair import utf8
-    from bpe.merges import _chunk_bytes
+    from bpe.chunktable import ChunkTable
 
     kept = [(utf8(c) if isinstance(c, str) else c, n) for c, n in chunks.items() if n > 0]
-    kept = [(b, n) for b, n in kept if len(b) >= 2]
-    data, sizes, counts = _chunk_bytes(chunks)
+    kept = [(b, n) for b, n in kept if len(b) >= 1]
+    t = ChunkTable.of(chunks)
+    data, sizes, counts = t.data, t.sizes, t.counts
     assert data.tobytes() == b"".join(b for b, _ in kept)
     assert sizes.tolist() == [len(b) for b, _ in kept] and counts.tolist() == [n for _, n in kept]
 
@@ -287,3 +296,30 @@ def test_pairs_left_out_below_the_floor_are_counted_again_when_it_drops(chunks, 
         got = train_merges(chunks, n, minf, array_min=array_min)
     texts = [c for c, k in chunks.items() for _ in range(k)]
     assert got == naive_train(texts, n, r"(?s).+", minf)
+
+
+def _table_counts(t):
+    ends = np.cumsum(t.sizes).tolist()
+    raw = t.data.tobytes()
+    return dict(zip((raw[a:b] for a, b in zip([0] + ends[:-1], ends)), t.counts.tolist()))
+
+
+# Chunks of 17-40 bytes with the same first and last 8 bytes differ only in between.
+_long = st.binary(min_size=1, max_size=24).map(lambda m: b"headhead" + m + b"tailtail")
+
+
+@given(parts=st.lists(st.dictionaries(st.one_of(st.binary(min_size=1, max_size=18), _long),
+                                      st.integers(1, 5), max_size=12), max_size=4))
+@example(parts=[{b"headheadAtailtail": 1, b"x": 2}, {b"headheadBtailtail": 3, b"x": 1}, {b"x": 4}])
+@example(parts=[{b"headhead" + b"m" * 300 + b"tailtail": 1}, {b"headhead" + b"m" * 300 + b"tailtail": 2,
+                 b"headhead" + b"m" * 299 + b"n" + b"tailtail": 5}])  # past the words compared in rounds
+def test_joined_chunk_tables_hold_each_chunk_once_with_its_summed_count(parts):
+    from collections import Counter
+
+    from bpe.chunktable import ChunkTable
+
+    joined = ChunkTable.join(ChunkTable.of(p) for p in parts)
+    want = Counter()
+    for p in parts:
+        want.update(p)
+    assert len(joined) == len(want) and _table_counts(joined) == dict(want)
