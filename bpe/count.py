@@ -106,14 +106,21 @@ class _Pool:
                                  daemon=True) for _ in range(workers)]
         for p in self.procs:
             p.start()
+        self.closed = False
 
     def put(self, task) -> None:
         self.tasks.put(task)
 
+    def close(self) -> None:
+        """No more tasks: each worker sends its table once it has done the ones it took."""
+        if not self.closed:
+            for _ in self.procs:
+                self.tasks.put(None)
+            self.closed = True
+
     def finish(self, own: Counter[str] | ChunkTable) -> Counter[str] | ChunkTable:
         """``own`` (what this process counted) with every worker's table added."""
-        for _ in self.procs:
-            self.tasks.put(None)
+        self.close()
         errors, parts = [], [own]
         for _ in self.procs:
             status, payload, notes = self.results.get()
@@ -182,7 +189,23 @@ def count_files(
 _SHARED_TEXTS: list[tuple[str, int]] = []
 _SHARED_SHARES: list[tuple[int, int]] = []
 _SHARED_NEXT = None  # a multiprocessing.Value
-SHARES_PER_WORKER = 8  # small shares claimed one at a time, so that every process ends together
+SHARES_PER_WORKER = 32  # the smallest share is this many times smaller than a process's part
+
+
+def _shares(sizes: list[int], workers: int) -> list[tuple[int, int]]:
+    """Runs ``(start, end)`` of the texts of these sizes, each about 1 / (2 * workers) of what is
+    left and at least 1 / (workers * SHARES_PER_WORKER) of all: big shares while every process is
+    busy, small ones at the end, so that the processes end within a small share of each other
+    (equal shares of 1/16 left this process waiting 0.1-0.16 s for a worker on 50 MB)."""
+    least = sum(sizes) / (workers * SHARES_PER_WORKER)
+    bounds, acc, left = [0], 0, sum(sizes)
+    for i, s in enumerate(sizes[:-1]):
+        acc += s
+        if acc >= max(left / (2 * workers), least):
+            bounds.append(i + 1)
+            left, acc = left - acc, 0
+    bounds.append(len(sizes))
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _count_shares(counter: ChunkCounter) -> None:
@@ -201,24 +224,17 @@ def _count_shares(counter: ChunkCounter) -> None:
 def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
                   special_tokens: Iterable[str], table: bool) -> Counter[str] | ChunkTable:
     """Chunk counts of distinct texts ``(text, times)`` in ``workers`` processes: this one and
-    forked workers that inherit the list, all claiming contiguous shares of about equal size
-    (a fixed share each left this process waiting 0.1-0.3 s for the slowest on 50 MB)."""
+    forked workers that inherit the list, all claiming contiguous shares (``_shares``) until none
+    is left (a fixed share each left this process waiting 0.1-0.3 s for the slowest on 50 MB)."""
     global _SHARED_TEXTS, _SHARED_SHARES, _SHARED_NEXT
-    sizes = [len(t) for t, _ in texts]
-    target = sum(sizes) / (workers * SHARES_PER_WORKER)
-    bounds, acc = [0], 0
-    for i, s in enumerate(sizes):
-        acc += s
-        if acc >= target * len(bounds) and i + 1 < len(texts):
-            bounds.append(i + 1)
-    bounds.append(len(texts))
-    _SHARED_TEXTS, _SHARED_SHARES = texts, list(zip(bounds[:-1], bounds[1:]))
+    _SHARED_TEXTS, _SHARED_SHARES = texts, _shares([len(t) for t, _ in texts], workers)
     _SHARED_NEXT = mp.get_context("fork").Value("q", 0)
     pool = None
     try:
         pool = _Pool(pattern, tuple(special_tokens), workers - 1, table)
         for _ in range(workers - 1):
             pool.put(("shares",))
+        pool.close()  # a worker out of shares makes its table at once, while this one counts
         own = ChunkCounter(pattern, special_tokens)
         _count_shares(own)
         out = pool.finish(_result(own, table))  # this table is made while the workers send theirs

@@ -323,3 +323,15 @@ def test_joined_chunk_tables_hold_each_chunk_once_with_its_summed_count(parts):
     for p in parts:
         want.update(p)
     assert len(joined) == len(want) and _table_counts(joined) == dict(want)
+
+
+@given(sizes=st.lists(st.integers(0, 10_000), min_size=1, max_size=300), workers=st.integers(2, 8))
+def test_counting_shares_cover_the_texts_in_order_and_shrink_to_the_end(sizes, workers):
+    from bpe.count import SHARES_PER_WORKER, _shares
+
+    shares = _shares(sizes, workers)
+    assert shares[0][0] == 0 and shares[-1][1] == len(sizes)
+    assert all(a < b and b == c for (a, b), (c, _) in zip(shares, shares[1:] + [(len(sizes), None)]))
+    # every share but the last reaches the least size
+    least = sum(sizes) / (workers * SHARES_PER_WORKER)
+    assert all(sum(sizes[a:b]) >= least for a, b in shares[:-1])
