@@ -231,11 +231,13 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
     _SHARED_NEXT = mp.get_context("fork").Value("q", 0)
     pool = None
     try:
+        # The counter first: the workers inherit its compiled pattern (its twin's character
+        # classes are probed once per process, 0.13-0.2 s)
+        own = ChunkCounter(pattern, special_tokens)
         pool = _Pool(pattern, tuple(special_tokens), workers - 1, table)
         for _ in range(workers - 1):
             pool.put(("shares",))
         pool.close()  # a worker out of shares makes its table at once, while this one counts
-        own = ChunkCounter(pattern, special_tokens)
         _count_shares(own)
         out = pool.finish(_result(own, table))  # this table is made while the workers send theirs
     finally:
