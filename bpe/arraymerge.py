@@ -67,6 +67,25 @@ def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
     return out
 
 
+def _lost(a: int, b: int, c: int, sides: np.ndarray, made: np.ndarray, followed: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs that merging (a, b) into c lost and by how much (int64 keys, negative counts),
+    read off the pairs it made (``sides`` and ``made``, as _index_made gives them) without a sort
+    of their own: (x, c) made is (x, a) lost, except (c, c) after an adjacent occurrence (whose
+    (b, a) is lost on the right of the one before), and (c, y) made is (b, y) lost; ``followed``,
+    the weight of the occurrences that the next one follows at once, adds to (b, a), which can
+    also be lost on both sides of one occurrence (b a b)."""
+    left = sides != c
+    keys = np.where(sides & RIGHT, b << SHIFT | (sides & MASK), sides << SHIFT | a)[left]
+    lost = -made[left]
+    ba = b << SHIFT | a
+    twice = keys == ba
+    if followed or twice.any():  # one entry for (b, a)
+        total = int(lost[twice].sum()) - followed
+        keys, lost = np.append(keys[~twice], ba), np.append(lost[~twice], total)
+    return keys, lost
+
+
 def _distinct_pairs(left: np.ndarray, right: np.ndarray, chunks: np.ndarray, n_chunks: int):
     """The distinct (pair key, chunk) of the pairs (left, right) in ``chunks``, sorted: int64
     keys, chunk numbers. Sorted as one int64 number each, which holds both while they fit in 63
@@ -193,20 +212,19 @@ class ArrayMerges:
         has_l, has_r = l >= 0, r >= 0
         x = tok[l].astype(np.int64)
         y = tok[r].astype(np.int64)
-        # Lost: (x, a) left of each occurrence unless the previous one ends there, and (b, y)
-        # right of it. New: (x, c) left of each (after an adjacent occurrence, (c, c) starting at
-        # that one), and (c, y) right of it unless the next occurrence starts there (that pair is
-        # the next one's (c, c)).
-        lost_l, gain_r = has_l & ~after, has_r & ~before
-        lost = np.concatenate([x[lost_l] << SHIFT | a, (b << SHIFT) | y[has_r]])
+        # New: (x, c) left of each occurrence (after an adjacent one, (c, c) starting at that one),
+        # and (c, y) right of it unless the next occurrence starts there (that pair is the next
+        # one's (c, c)). Lost: what each neighbour's new pair was before, see _lost.
+        gain_r = has_r & ~before
         left_start = np.where(after, _shifted(-1, p[:-1], at_end=False), l)
         gained = np.concatenate([np.where(after, c, x)[has_l] << POS | left_start[has_l],
                                  (RIGHT | y[gain_r]) << POS | p[gain_r]])
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r[has_r]] = p[has_r]
-        lost, lost_n = _sums(lost, -np.concatenate([w[lost_l], w[has_r]]))
-        grown, grown_n = self._index_made(c, gained, np.concatenate([w[has_l], w[gain_r]]))
+        sides, grown_n = self._index_made(c, gained, np.concatenate([w[has_l], w[gain_r]]))
+        lost, lost_n = _lost(a, b, c, sides, grown_n, int(w[before].sum()))
+        grown = np.where(sides & RIGHT, c << SHIFT | (sides & MASK), sides << SHIFT | c)
         # The counts read, summed and written back in C (map, NumPy, dict.update): a Python loop
         # of pairs[k] += d was a fifth of training 50 MB of translations. The pairs made hold c,
         # which is new: they are not there yet.
@@ -222,8 +240,8 @@ class ArrayMerges:
 
     def _index_made(self, c: int, gained: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour
-        token, with RIGHT for pairs (c, y)) by side, starts increasing within one; their keys and
-        total weights."""
+        token, with RIGHT for pairs (c, y)) by side, starts increasing within one; the distinct
+        sides, increasing, and each one's total weight."""
         if gained.size == 0:
             return EMPTY64, EMPTY64
         order = np.argsort(gained)  # unique values: any sort puts starts in order
@@ -233,8 +251,7 @@ class ArrayMerges:
         sides = sides[first]
         self.made[c] = (sides, _shifted(gained.size, first, at_end=True),
                         (gained & POS_MASK).astype(self.nxt.dtype))
-        keys = np.where(sides & RIGHT, c << SHIFT | (sides & MASK), sides << SHIFT | c)
-        return keys, np.add.reduceat(weights[order], first)
+        return sides, np.add.reduceat(weights[order], first)
 
     # ---- handing over to the Python loop ------------------------------------------------
 
