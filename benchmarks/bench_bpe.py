@@ -14,7 +14,8 @@ tokenizers, rustbpe (training), tiktoken (encoding with the same ranks, checked 
     python3 benchmarks/bench_bpe.py --skip-train     # encoding alone, beside a heap no training has used
 
 Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
-the tools interleaved run by run. Wall time and CPU time (this process's threads plus
+the tools interleaved run by run; "paired" is the median of each training round's own ratio
+of our time to rustbpe's, the steadier figure on a machine whose speed drifts. Wall time and CPU time (this process's threads plus
 its finished child processes) are both shown: on a shared machine CPU time is the
 steadier measure. Encoding with ours is measured cold (a fresh tokenizer: empty chunk
 cache) and warm (the same text again, cache filled). After the training rows in the same process
@@ -149,6 +150,8 @@ def train_row(corpus, docs, vocab, pattern, args, tokenizers, rustbpe):
         row += ["-", "-"]
     row.append(rb_err or (f"{med(rb, 0):.1f} ({med(rb, 1):.1f})" if rb else "-"))
     row.append(f"{med(ours, 0) / med(rb, 0):.2f}x" if rb else "-")
+    # paired: the median of each round's own ratio, steadier (a round's runs share the machine)
+    row.append(f"{statistics.median(o[0] / r[0] for o, r in zip(ours, rb)):.2f}x" if rb else "-")
     return row, tok
 
 
@@ -258,7 +261,7 @@ def train_section(args, sizes, vocabs, pattern, tokenizers, rustbpe) -> dict:
             del docs
     print_table(f"Training time: wall seconds (CPU seconds, all threads and processes), median of {args.repeat}",
                 ["corpus", "vocab", "bpe (ours)", "HF tokenizers", "ours / HF (wall)", "rustbpe",
-                 "ours / rustbpe (wall)"], rows)
+                 "ours / rustbpe (wall)", "paired"], rows)
     return trained
 
 
