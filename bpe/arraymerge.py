@@ -67,6 +67,12 @@ def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
     return out
 
 
+def _side_pairs(sides: np.ndarray, left_of: int, right_of: int) -> np.ndarray:
+    """The pair key of each side (as _index_made gives them) with a token: a left neighbour x
+    with ``left_of`` after it, (x, left_of); a right one RIGHT | y, (right_of, y)."""
+    return np.where(sides & RIGHT, right_of << SHIFT | (sides & MASK), sides << SHIFT | left_of)
+
+
 def _lost(a: int, b: int, c: int, sides: np.ndarray, made: np.ndarray, followed: int
           ) -> tuple[np.ndarray, np.ndarray]:
     """The pairs that merging (a, b) into c lost and by how much (int64 keys, negative counts),
@@ -76,7 +82,7 @@ def _lost(a: int, b: int, c: int, sides: np.ndarray, made: np.ndarray, followed:
     the weight of the occurrences that the next one follows at once, adds to (b, a), which can
     also be lost on both sides of one occurrence (b a b)."""
     left = sides != c
-    keys = np.where(sides & RIGHT, b << SHIFT | (sides & MASK), sides << SHIFT | a)[left]
+    keys = _side_pairs(sides, a, b)[left]
     lost = -made[left]
     ba = b << SHIFT | a
     twice = keys == ba
@@ -224,7 +230,7 @@ class ArrayMerges:
         prv[r[has_r]] = p[has_r]
         sides, grown_n = self._index_made(c, gained, np.concatenate([w[has_l], w[gain_r]]))
         lost, lost_n = _lost(a, b, c, sides, grown_n, int(w[before].sum()))
-        grown = np.where(sides & RIGHT, c << SHIFT | (sides & MASK), sides << SHIFT | c)
+        grown = _side_pairs(sides, c, c)
         # The counts read, summed and written back in C (map, NumPy, dict.update): a Python loop
         # of pairs[k] += d was a fifth of training 50 MB of translations. The pairs made hold c,
         # which is new: they are not there yet.

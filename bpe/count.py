@@ -89,7 +89,7 @@ def _worker(pattern: str, specials: tuple[str, ...], table: bool, tasks, results
                 error = f"{type(e).__name__}: {e}"
     notes = [(str(w.message), w.category) for w in caught]
     if error is None:
-        results.put(("ok", ChunkTable.of(counter.result()) if table else dict(counter.result()), notes))
+        results.put(("ok", _result(counter, table), notes))
     else:
         results.put(("error", error, notes))
 
