@@ -92,20 +92,20 @@ class ChunkTable:
         if len(tables) <= 1:
             return tables[0] if tables else ChunkTable(np.zeros(0, np.uint8), np.zeros(0, np.int64),
                                                        np.zeros(0, np.int64))
-        t = ChunkTable(*(np.concatenate([getattr(t, f) for t in tables]) for f in ChunkTable.__slots__))
-        first = _first_copies(t.data, t.sizes)
-        counts = t.counts.copy()
-        again = first != np.arange(first.size)
-        np.add.at(counts, first[again], counts[again])
-        t.counts = counts
-        return t.keep(~again)
+        every = ChunkTable(*(np.concatenate([getattr(t, f) for t in tables]) for f in ChunkTable.__slots__))
+        stand = _stand_ins(every.data, every.sizes)
+        again = stand != np.arange(stand.size)
+        counts = every.counts.copy()
+        np.add.at(counts, stand[again], counts[again])
+        every.counts = counts
+        return every.keep(~again)
 
 
-def _first_copies(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def _stand_ins(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """For each chunk of a table, the chunk that stands for all with its bytes (one of them, which
-    stands for itself): (C,) int64. Chunks are grouped by a key of their size and first and last 8 bytes, which
-    is all of a chunk of up to 16; longer ones are compared with the chunk that leads their group
-    byte by byte, and the rare chunks that differ from it are matched by a dict."""
+    stands for itself): (C,) int64. Chunks are grouped by a key of their size and first and last
+    8 bytes, which is all of a chunk of up to 16; longer ones are compared with the chunk that
+    leads their group byte by byte, and the rare chunks that differ from it are matched by a dict."""
     starts = np.cumsum(sizes) - sizes
     words = span_words(data)
     head = words[starts] & _HEAD_MASK[np.minimum(sizes, _WORD)]
@@ -129,10 +129,10 @@ def _first_copies(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     raw = data.tobytes()
     for i, x, y, m in zip(check.tolist(), a.tolist(), b.tolist(), n.tolist()):  # longer still: rare
         same[i] = raw[x:x + m] == raw[y:y + m]
-    first = np.arange(sizes.size)
-    first[order[same]] = leader[same]
+    stand = np.arange(sizes.size)
+    stand[order[same]] = leader[same]
     seen: dict[bytes, int] = {}
     for m in order[~same].tolist():  # the first of equal chunks met stands for them
         a = int(starts[m])
-        first[m] = seen.setdefault(raw[a:a + int(sizes[m])], m)
-    return first
+        stand[m] = seen.setdefault(raw[a:a + int(sizes[m])], m)
+    return stand
