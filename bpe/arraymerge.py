@@ -119,7 +119,7 @@ class ArrayMerges:
     data: (L,) uint8, the chunks' bytes end to end; sizes: (C,) int64, each chunk's length (at
     least 2); counts: (C,) int64, how often each chunk occurs.
     pairs: pair key (left << 21 | right) -> count weighted by the chunks' counts, for the caller:
-    the pairs of bytes and those a merge made ``floor`` times or more.
+    the pairs of bytes and those a merge made as many times as its ``floor`` or more.
 
     The index holds, for each pair of bytes, the positions of its left byte, and for each
     merged token, the pairs made with it at its merge and where each started. A pair forms only
@@ -143,7 +143,6 @@ class ArrayMerges:
         # merged token -> the pairs made with it, where they started: (sides, offsets, starts)
         self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.pairs: dict[int, int] = {}
-        self.floor = 1  # pairs made fewer times are left out of `pairs` (see live_pairs)
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data, sizes)
 
@@ -165,8 +164,8 @@ class ArrayMerges:
 
     def live_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every live pair counted again: int64 keys and counts. Merges leave out of ``pairs`` the
-        pairs they make fewer than ``floor`` times (a pair's count never grows later), so that
-        the caller needs this only once it lowers the floor."""
+        pairs they make fewer than their ``floor`` times (a pair's count never grows later), so
+        that the caller needs this only once it lowers the floor."""
         p = np.flatnonzero(self.tok >= 0)
         q = self.nxt[p]
         p, q = p[q >= 0], q[q >= 0]
@@ -197,7 +196,7 @@ class ArrayMerges:
             return EMPTY
         return where[offsets[i] : offsets[i + 1]]
 
-    def merge(self, key: int, c: int, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def merge(self, key: int, c: int, p: np.ndarray, floor: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
         Returns the pairs whose count grew (those holding ``c``) counted ``floor`` times or more,
         and their counts, int64 arrays for the heap; ``pairs`` of the merged pair is left to the
@@ -239,7 +238,7 @@ class ArrayMerges:
         old = np.fromiter(map(pairs.get, lost, repeat(-1)), dtype=np.int64, count=len(lost))
         kept = old >= 0  # the others were counted below the floor and dropped
         pairs.update(zip(compress(lost, kept.tolist()), (old + lost_n)[kept].tolist()))
-        kept = grown_n >= self.floor
+        kept = grown_n >= floor
         grown, grown_n = grown[kept], grown_n[kept]
         pairs.update(zip(grown.tolist(), grown_n.tolist()))
         return grown, grown_n

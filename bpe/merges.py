@@ -123,7 +123,7 @@ def train_merges(
     # 430k). A pair's count only grows in the merge that makes it, so one below the floor stays
     # there; once no pair above it is left, the floor is lowered, every pair counted again and
     # the heap rebuilt.
-    floor = early.floor = max(min_frequency, PUSH_MIN)
+    floor = max(min_frequency, PUSH_MIN)
     heap = heap_of(floor)
 
     # The hot loop of training, one function on purpose: its names stay fast locals.
@@ -132,8 +132,6 @@ def train_merges(
         if floor > min_frequency and (not heap or heap[0] >> COUNT > -floor):
             counted = early.live_pairs() if early is not None else word_pairs(words, weights)
             floor = _lowered(floor, min_frequency, pairs, *counted)
-            if early is not None:
-                early.floor = floor
             heap = heap_of(floor)
         if not heap:
             break
@@ -150,7 +148,7 @@ def train_merges(
             at = early.starts(key)
             mean = at.size if mean is None else mean + (at.size - mean) / 64
             if mean >= array_min:
-                grown, n = early.merge(key, C, at)
+                grown, n = early.merge(key, C, at, floor)
                 # in Python ints: in int64, counts from 2**21 on would overflow the entries
                 for k, n in zip(grown.tolist(), n.tolist()):
                     heappush(heap, k - (n << COUNT))
