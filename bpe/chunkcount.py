@@ -106,6 +106,7 @@ class ChunkCounter:
         distinct = sum(map(len, self._segments)) + sum(map(len, self._ends))
         if distinct > DIRECT_SHARE * self._cut_chars:
             self._split = None
+            self.flush()  # now, not in the serial tail of counting (0.05 s per process on translations)
 
     def flush(self) -> None:
         """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""

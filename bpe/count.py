@@ -239,7 +239,9 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
             pool.put(("shares",))
         pool.close()  # a worker out of shares makes its table at once, while this one counts
         _count_shares(own)
-        out = pool.finish(_result(own, table))  # this table is made while the workers send theirs
+        mine = _result(own, table)  # made while the workers make theirs
+        own = None  # its chunks are freed while the workers send their tables
+        out = pool.finish(mine)
     finally:
         _SHARED_TEXTS, _SHARED_SHARES, _SHARED_NEXT = [], [], None
         if pool is not None:

@@ -251,6 +251,8 @@ def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
 @given(chunks=st.dictionaries(st.text(max_size=6), st.integers(0, 3), max_size=20))
 @example(chunks={"a\udcff": 1, "\ud835": 2, "\udfce x": 1, "é": 1, "": 3})  # escaped byte, lone surrogates
 @example(chunks={b"\xff\xfe": 2, "ab": 1})                                  # bytes keys beside str ones
+@example(chunks={"a\uffff": 2, "\uffff": 1, "b": 0, "": 1, "cd": 3})         # the joining separator in chunks
+@example(chunks={"ab": 0, "": 2, "cd": 1})                                  # a dropped chunk inside the text
 def test_a_chunk_table_is_each_chunks_utf8_end_to_end(chunks):
     from bpe.bytepair import utf8
     from bpe.chunktable import ChunkTable
@@ -313,6 +315,8 @@ _long = st.binary(min_size=1, max_size=24).map(lambda m: b"headhead" + m + b"tai
 @example(parts=[{b"headheadAtailtail": 1, b"x": 2}, {b"headheadBtailtail": 3, b"x": 1}, {b"x": 4}])
 @example(parts=[{b"headhead" + b"m" * 300 + b"tailtail": 1}, {b"headhead" + b"m" * 300 + b"tailtail": 2,
                  b"headhead" + b"m" * 299 + b"n" + b"tailtail": 5}])  # past the words compared in rounds
+@example(parts=[{b"headheadXtailtail": 1}, {b"headheadYtailtail": 2}, {b"headheadYtailtail": 3},
+                {b"headheadXtailtail": 4}])  # a group of four keys: two chunks, each in two tables
 def test_joined_chunk_tables_hold_each_chunk_once_with_its_summed_count(parts):
     from collections import Counter
 
