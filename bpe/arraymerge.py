@@ -18,6 +18,8 @@ from itertools import compress, repeat
 
 import numpy as np
 
+from .chunktable import run_starts
+
 SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merges.py's loop
 MASK = (1 << SHIFT) - 1
 EMPTY = np.zeros(0, dtype=np.int32)
@@ -36,7 +38,7 @@ def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray
         return EMPTY64, EMPTY64
     order = np.argsort(keys)
     k = keys[order]
-    first = np.flatnonzero(_shifted(True, k[1:] != k[:-1], at_end=False))
+    first = np.flatnonzero(run_starts(k))
     return k[first], np.add.reduceat(weights[order], first)
 
 
@@ -153,9 +155,10 @@ class ArrayMerges:
         key16 = (data[:-1].astype(np.uint16) << 8 | data[1:])[inner]
         if key16.size == 0:
             return
-        # float64 sums of int64 counts are exact below 2**53 occurrences
-        # float weights: bincount casts int64 ones to a copy, 2x the time with it
-        totals = np.bincount(key16, weights=np.repeat(self.counts.astype(np.float64), sizes - 1), minlength=1 << 16)
+        # float64 weights (bincount casts int64 ones to a copy, 2x the time): the sums of int64
+        # counts are exact below 2**53 occurrences
+        weights = np.repeat(self.counts.astype(np.float64), sizes - 1)
+        totals = np.bincount(key16, weights=weights, minlength=1 << 16)
         at = np.flatnonzero(inner).astype(self.nxt.dtype)[np.argsort(key16, kind="stable")]
         ends = np.cumsum(np.bincount(key16, minlength=1 << 16)).tolist()
         for k in np.flatnonzero(totals).tolist():
@@ -169,7 +172,8 @@ class ArrayMerges:
         that the caller needs this only once it lowers the floor."""
         p = np.flatnonzero(self.tok >= 0)
         q = self.nxt[p]
-        p, q = p[q >= 0], q[q >= 0]
+        paired = q >= 0
+        p, q = p[paired], q[paired]
         return _sums(self.tok[p].astype(np.int64) << SHIFT | self.tok[q], self.counts[self.chunk[p]])
 
     def starts(self, key: int) -> np.ndarray:
@@ -253,7 +257,7 @@ class ArrayMerges:
         order = np.argsort(gained)  # unique values: any sort puts starts in order
         gained = gained[order]
         sides = gained >> POS
-        first = np.flatnonzero(_shifted(True, sides[1:] != sides[:-1], at_end=False))
+        first = np.flatnonzero(run_starts(sides))
         sides = sides[first]
         self.made[c] = (sides, _shifted(gained.size, first, at_end=True),
                         (gained & POS_MASK).astype(self.nxt.dtype))

@@ -122,8 +122,9 @@ def _joined(keys: list) -> tuple[str | None, np.ndarray]:
     return text.replace(_SEP, ""), np.diff(cuts, prepend=-1, append=cp.size) - 1
 
 
-def _differs(k: np.ndarray) -> np.ndarray:
-    """Whether each of the sorted ``k`` differs from the one before (the first: True)."""
+def run_starts(k: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of the sorted ``k`` starts: (n,) bool, whether each differs
+    from the one before (the first: True; an empty ``k``, none)."""
     out = np.ones(k.size, dtype=bool)
     np.not_equal(k[1:], k[:-1], out=out[1:])
     return out
@@ -144,7 +145,7 @@ def _stand_ins(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     # Only the chunks after the first of their group (in this order) are compared, with that first
     # one: most chunks are alone in their group (548k of 640k when joining two halves of 50 MB of
     # translations), and reading them all was half of the join.
-    starting = _differs(k)
+    starting = run_starts(k)
     later, lead = np.flatnonzero(~starting), np.flatnonzero(starting)  # lead: where each group starts
     member, leader = order[later], order[lead[np.searchsorted(lead, later, side="right") - 1]]
     same = (sizes[member] == sizes[leader]) & (head[member] == head[leader]) & (tail[member] == tail[leader])

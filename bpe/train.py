@@ -122,8 +122,7 @@ def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
         source = "the given texts"
     if not counts:
         raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
-    total = counts.total() if isinstance(counts, ChunkTable) else sum(counts.values())
-    log(f"{len(counts):,} distinct chunks ({total:,} in all) counted in "
+    log(f"{len(counts):,} distinct chunks ({counts.total():,} in all) counted in "
         f"{time.perf_counter() - t0:.2f}s")
     return counts
 
