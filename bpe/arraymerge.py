@@ -69,26 +69,30 @@ def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
     return out
 
 
-def _side_pairs(sides: np.ndarray, left_of: int, right_of: int) -> np.ndarray:
-    """The pair key of each side (as _index_made gives them) with a token: a left neighbour x
-    with ``left_of`` after it, (x, left_of); a right one RIGHT | y, (right_of, y)."""
-    return np.where(sides & RIGHT, right_of << SHIFT | (sides & MASK), sides << SHIFT | left_of)
+def _side_pairs(sides: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pair key of each side (as _index_made gives them) with the token ``c``: a left
+    neighbour x, (x, c); a right one RIGHT | y, (c, y). Also whether each side is a right one."""
+    right = sides >= RIGHT
+    low = sides & MASK
+    return np.where(right, c << SHIFT | low, low << SHIFT | c), right
 
 
-def _lost(a: int, b: int, c: int, sides: np.ndarray, made: np.ndarray, followed: int
-          ) -> tuple[np.ndarray, np.ndarray]:
+def _lost(a: int, b: int, c: int, sides: np.ndarray, grown: np.ndarray, right: np.ndarray,
+          made: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pairs that merging (a, b) into c lost and by how much (int64 keys, negative counts),
-    read off the pairs it made (``sides`` and ``made``, as _index_made gives them) without a sort
-    of their own: (x, c) made is (x, a) lost, except (c, c) after an adjacent occurrence (whose
-    (b, a) is lost on the right of the one before), and (c, y) made is (b, y) lost; ``followed``,
-    the weight of the occurrences that the next one follows at once, adds to (b, a), which can
-    also be lost on both sides of one occurrence (b a b)."""
-    left = sides != c
-    keys = _side_pairs(sides, a, b)[left]
-    lost = -made[left]
+    read off the pairs it made (``sides``, their keys ``grown`` and counts ``made``) without a
+    sort of their own: (x, c) made is (x, a) lost and (c, y) made is (b, y) lost, except (c, c),
+    made after an adjacent occurrence: there the (b, a) between the two is lost once, on the
+    right of the one before (which made no (c, y) there). (b, a) can also be lost on both sides
+    of one occurrence (b a b)."""
+    keys = grown + np.where(right, (b - c) << SHIFT, a - c)
+    cc = sides == c
+    followed = int(np.add.reduce(made[cc]))  # the weight of the occurrences that the next one follows at once
+    left = ~cc
+    keys, lost = keys[left], -made[left]
     ba = b << SHIFT | a
     twice = keys == ba
-    if followed or twice.any():  # one entry for (b, a)
+    if followed or np.logical_or.reduce(twice):  # one entry for (b, a)
         total = int(lost[twice].sum()) - followed
         keys, lost = np.append(keys[~twice], ba), np.append(lost[~twice], total)
     return keys, lost
@@ -131,18 +135,25 @@ class ArrayMerges:
 
     def __init__(self, data: np.ndarray, sizes: np.ndarray, counts: np.ndarray):
         # Positions and chunk numbers in int32 (half the memory of int64) while they fit.
-        pos = np.int32 if data.size < 1 << 31 else np.int64
-        self.tok = data.astype(np.int32)
-        self.chunk = np.repeat(np.arange(sizes.size, dtype=pos), sizes)          # chunk of a position
+        L = data.size
+        pos = np.int32 if L + 1 < 1 << 31 else np.int64
+        # One more position at the end, a sentinel: a link -1 (no neighbour) reads and writes it
+        # there, its token -1 forms no pair, and so a merge needs no masks for the chunks' ends.
+        self.tok = np.empty(L + 1, dtype=np.int32)
+        self.tok[:L], self.tok[L] = data, -1
+        self.chunk = np.repeat(np.arange(sizes.size + 1, dtype=pos), np.append(sizes, 1))  # chunk of a position
+        self.chunk[L] = 0  # the sentinel's, never read: in range all the same
         self.counts = counts                                                     # of a chunk
-        L = self.tok.size
         ends = np.cumsum(sizes) - 1
-        self.nxt = np.arange(1, L + 1, dtype=pos)
+        self.nxt = np.arange(1, L + 2, dtype=pos)
         self.nxt[ends] = -1
-        self.prv = np.arange(-1, L - 1, dtype=pos)
+        self.nxt[L] = -1
+        self.prv = np.arange(-1, L, dtype=pos)
         self.prv[ends[:-1] + 1] = -1
+        self.prv[L] = -1
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
-        # merged token -> the pairs made with it, where they started: (sides, offsets, starts)
+        # merged token -> the pairs made with it, where they started: (sides, where each side's
+        # starts begin, starts)
         self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.pairs: dict[int, int] = {}
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
@@ -185,8 +196,7 @@ class ArrayMerges:
             p = self.byte_pairs.pop(key, EMPTY)
         else:
             p = self._formed(a, b)
-        q = nxt[p]
-        return p[(q >= 0) & (tok[p] == a) & (tok[q] == b)]  # q = -1 reads the last token: masked
+        return p[(tok[p] == a) & (tok[nxt[p]] == b)]  # no next token (-1): the sentinel's -1
 
     def _formed(self, a: int, b: int) -> np.ndarray:
         """Where the pair (a, b) formed, when its newer token was made (b's if they are equal):
@@ -195,11 +205,11 @@ class ArrayMerges:
         made = self.made.get(t)
         if made is None:
             return EMPTY
-        sides, offsets, where = made
-        i = int(np.searchsorted(sides, side))
+        sides, first, where = made
+        i = int(sides.searchsorted(side))
         if i == sides.size or sides[i] != side:
             return EMPTY
-        return where[offsets[i] : offsets[i + 1]]
+        return where[first[i] : first[i + 1] if i + 1 < first.size else where.size]
 
     def merge(self, key: int, c: int, p: np.ndarray, floor: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
@@ -214,27 +224,32 @@ class ArrayMerges:
             p = p[(i - np.maximum.accumulate(np.where(first, i, 0))) % 2 == 0]
         if p.size == 0:
             return EMPTY64, EMPTY64
+        n = p.size
         q, l = nxt[p], prv[p]
         r = nxt[q]
-        w = self.counts[self.chunk[p]]
-        after = _shifted(False, q[:-1] == l[1:], at_end=False)   # the previous occurrence ends just before
-        before = _shifted(False, r[:-1] == p[1:], at_end=True)   # the next one starts just after
-        has_l, has_r = l >= 0, r >= 0
-        x = tok[l].astype(np.int64)
-        y = tok[r].astype(np.int64)
+        # link[i + 1]: occurrence i + 1 starts right after occurrence i (q[i] is l[i + 1], and
+        # r[i] is p[i + 1]). after: the previous occurrence ends just before; before: the next
+        # one starts just after.
+        link = np.zeros(n + 1, dtype=bool)
+        np.equal(q[:-1], l[1:], out=link[1:n])
+        after, before = link[:n], link[1:]
         # New: (x, c) left of each occurrence (after an adjacent one, (c, c) starting at that one),
         # and (c, y) right of it unless the next occurrence starts there (that pair is the next
-        # one's (c, c)). Lost: what each neighbour's new pair was before, see _lost.
-        gain_r = has_r & ~before
-        left_start = np.where(after, _shifted(-1, p[:-1], at_end=False), l)
-        gained = np.concatenate([np.where(after, c, x)[has_l] << POS | left_start[has_l],
-                                 (RIGHT | y[gain_r]) << POS | p[gain_r]])
+        # one's (c, c)). Lost: what each neighbour's new pair was before, see _lost. No neighbour
+        # (l or r -1) reads the sentinel's token -1, and so does a (c, y) left out: its key is
+        # negative, and _index_made drops it.
+        x = tok[l].astype(np.int64)
+        x[after] = c
+        y = tok[r].astype(np.int64)
+        y[before] = -1
+        left_start = np.where(after, prv[l], l)
+        gained = np.concatenate((x << POS | left_start, (y | RIGHT) << POS | p))
         tok[p], tok[q] = c, -1
         nxt[p] = r
-        prv[r[has_r]] = p[has_r]
-        sides, grown_n = self._index_made(c, gained, np.concatenate([w[has_l], w[gain_r]]))
-        lost, lost_n = _lost(a, b, c, sides, grown_n, int(w[before].sum()))
-        grown = _side_pairs(sides, c, c)
+        prv[r] = p
+        sides, grown_n = self._index_made(c, gained)
+        grown, right = _side_pairs(sides, c)
+        lost, lost_n = _lost(a, b, c, sides, grown, right, grown_n)
         # The counts read, summed and written back in C (map, NumPy, dict.update): a Python loop
         # of pairs[k] += d was a fifth of training 50 MB of translations. The pairs made hold c,
         # which is new: they are not there yet.
@@ -248,20 +263,20 @@ class ArrayMerges:
         pairs.update(zip(grown.tolist(), grown_n.tolist()))
         return grown, grown_n
 
-    def _index_made(self, c: int, gained: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _index_made(self, c: int, gained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour
-        token, with RIGHT for pairs (c, y)) by side, starts increasing within one; the distinct
-        sides, increasing, and each one's total weight."""
+        token, with RIGHT for pairs (c, y); negative: none) by side, starts increasing within one;
+        the distinct sides, increasing, and each one's total weight."""
+        gained.sort()  # unique values: starts in order within a side
+        gained = gained[int(gained.searchsorted(0)):]
         if gained.size == 0:
             return EMPTY64, EMPTY64
-        order = np.argsort(gained)  # unique values: any sort puts starts in order
-        gained = gained[order]
         sides = gained >> POS
-        first = np.flatnonzero(run_starts(sides))
+        starts = (gained & POS_MASK).astype(self.nxt.dtype)
+        first = run_starts(sides).nonzero()[0]
         sides = sides[first]
-        self.made[c] = (sides, _shifted(gained.size, first, at_end=True),
-                        (gained & POS_MASK).astype(self.nxt.dtype))
-        return sides, np.add.reduceat(weights[order], first)
+        self.made[c] = (sides, first, starts)
+        return sides, np.add.reduceat(self.counts[self.chunk[starts]], first)
 
     # ---- handing over to the Python loop ------------------------------------------------
 
@@ -288,5 +303,5 @@ class ArrayMerges:
     def chunks_of(self, key: int) -> list[int]:
         """The chunks that held the pair ``key`` at the hand-over, each once, in increasing
         order. A pair holding a token made since is not here."""
-        lo, hi = np.searchsorted(self.table_keys, (key, key + 1)).tolist()
+        lo, hi = self.table_keys.searchsorted((key, key + 1)).tolist()
         return self.table_chunks[lo:hi].tolist()

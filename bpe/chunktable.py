@@ -125,7 +125,8 @@ def _joined(keys: list) -> tuple[str | None, np.ndarray]:
 def run_starts(k: np.ndarray) -> np.ndarray:
     """Where each run of equal values of the sorted ``k`` starts: (n,) bool, whether each differs
     from the one before (the first: True; an empty ``k``, none)."""
-    out = np.ones(k.size, dtype=bool)
+    out = np.empty(k.size, dtype=bool)  # not np.ones, a Python function: a merge calls this
+    out[:1] = True
     np.not_equal(k[1:], k[:-1], out=out[1:])
     return out
 
