@@ -236,8 +236,9 @@ class ArrayMerges:
         # New: (x, c) left of each occurrence (after an adjacent one, (c, c) starting at that one),
         # and (c, y) right of it unless the next occurrence starts there (that pair is the next
         # one's (c, c)). Lost: what each neighbour's new pair was before, see _lost. No neighbour
-        # (l or r -1) reads the sentinel's token -1, and so does a (c, y) left out: its key is
-        # negative, and _index_made drops it.
+        # (l or r -1) reads the sentinel's token -1, and a (c, y) left out is given -1 too: such
+        # keys are negative, and _index_made drops them. A (c, c) starts where the occurrence
+        # before starts, the position before its b (prv[l], read before the links change).
         x = tok[l].astype(np.int64)
         x[after] = c
         y = tok[r].astype(np.int64)
