@@ -59,16 +59,6 @@ def word_pairs(words: list[str], weights: np.ndarray) -> tuple[np.ndarray, np.nd
     return _sums(keys, np.repeat(weights, sizes - 1))
 
 
-def _shifted(first: int | bool, rest: np.ndarray, at_end: bool) -> np.ndarray:
-    """``rest`` with ``first`` put before it (``at_end`` False) or after it: one allocation."""
-    out = np.empty(rest.size + 1, dtype=rest.dtype)
-    if at_end:
-        out[:-1], out[-1] = rest, first
-    else:
-        out[0], out[1:] = first, rest
-    return out
-
-
 def _side_pairs(sides: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
     """The pair key of each side (as _index_made gives them) with the token ``c``: a left
     neighbour x, (x, c); a right one RIGHT | y, (c, y). Also whether each side is a right one."""
@@ -219,9 +209,10 @@ class ArrayMerges:
         a, b = key >> SHIFT, key & MASK
         tok, nxt, prv = self.tok, self.nxt, self.prv
         if a == b and p.size > 1:  # in a run a a a a of the pair (a, a) every second one, as str.replace
-            first = _shifted(True, nxt[p[:-1]] != p[1:], at_end=False)  # a run of chained starts begins
+            chained = np.zeros(p.size, dtype=bool)  # a start is the next token of the one before
+            np.equal(nxt[p[:-1]], p[1:], out=chained[1:])
             i = np.arange(p.size)
-            p = p[(i - np.maximum.accumulate(np.where(first, i, 0))) % 2 == 0]
+            p = p[(i - np.maximum.accumulate(np.where(chained, 0, i))) % 2 == 0]
         if p.size == 0:
             return EMPTY64, EMPTY64
         n = p.size
