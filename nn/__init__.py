@@ -6,7 +6,7 @@
 """
 from nn.module import Module, Parameter  # noqa: F401
 from nn.containers import ModuleList, ModuleDict, Sequential  # noqa: F401
-from nn.linear import Linear  # noqa: F401
+from nn.linear import Linear, laid_out, step_layouts  # noqa: F401
 from nn.embedding import Embedding  # noqa: F401
 from nn.norm import LayerNorm, RMSNorm  # noqa: F401
 from nn.activation import GELU, ReLU, SiLU, Tanh, activation  # noqa: F401

@@ -1,11 +1,14 @@
 """Linear: y = x @ W + b, with W stored as (in_features, out_features) like GPT-2's Conv1D."""
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Iterator
 
 import numpy as np
 
 import autograd
+from autograd.backend import HOST_FLOATS
 from autograd.tensor import Tensor
 from nn import init
 from nn.arrays import linear as linear_step
@@ -45,3 +48,40 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def step_layouts(module: Module) -> list:
+    """[(weight, copy)] for every Linear in `module` that is taller than wide (in_features >
+    out_features: an MLP's down-projection) with a NumPy float32/float64 weight: the same numbers
+    column-major and read-only, to put in place with `laid_out` around decode steps.
+
+    A decode step's product x (B, in) @ W (in, out) with few rows streams W from memory once, and
+    BLAS streams a row-major W as `in` rows of `out` numbers: a tall W's short rows (384 numbers
+    for config (b)'s (1536, 384) down-projection) run at about 10 GB/s on a 2-core EPYC, its
+    column-major copy (384 rows of 1536) at 17-19; wide and square weights are fastest as they are
+    (benchmarks/bench_decode.py). At batch 1 that is a sixth off config (b)'s step; at batch 8
+    the products are matrix products and the layout is about even. The copies are the weights as
+    they are when made: like a KV cache's keys and values, they hold for one decoding session."""
+    pairs = []
+    for m in module.modules():
+        if isinstance(m, Linear) and m.in_features > m.out_features:
+            w = m.weight.data
+            if type(w) is np.ndarray and w.dtype in HOST_FLOATS:
+                copy = np.asfortranarray(w)
+                copy.flags.writeable = False   # a step only reads its weights
+                pairs.append((m.weight, copy))
+    return pairs
+
+
+@contextlib.contextmanager
+def laid_out(layouts: list) -> Iterator[None]:
+    """Each weight of `layouts` (from `step_layouts`) holds its copy for the duration, and its
+    own array again afterwards, also on an error."""
+    saved = [(p, p.data) for p, _ in layouts]
+    try:
+        for p, copy in layouts:
+            p.data = copy
+        yield
+    finally:
+        for p, data in saved:
+            p.data = data

@@ -260,7 +260,9 @@ class GPT(nn.Module):
         tokens (B,) int at position `pos` of the window (= every cache's length) -> logits (B, V),
         an array on the model's device. The caches grow by one. The same numbers as
         `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)` (tested
-        for every variant) in about 20% less time per step at batch 1 (benchmarks/bench_sample.py)."""
+        for every variant) in about 20% less time per step at batch 1 (benchmarks/bench_sample.py).
+        The generation loop runs it in the weight layouts of `nn.step_layouts(model)` (the tall
+        weights column-major), which take a sixth more off at batch 1."""
         cfg, t = self.config, self.transformer
         if not self.can_step():
             raise NotImplementedError(f"GPT.step has no array step for mlp={cfg.mlp!r}; "

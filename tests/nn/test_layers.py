@@ -41,6 +41,40 @@ def test_linear_rejects_a_wrong_input_width_by_name():
         nn.Linear(4, 3)(Tensor(np.ones((2, 5), np.float32)))
 
 
+def test_step_layouts_copy_only_tall_host_weights_column_major_and_read_only():
+    model = nn.Sequential(nn.Linear(6, 4), nn.Linear(4, 4), nn.Linear(4, 9), nn.Linear(9, 2, bias=False))
+    layouts = nn.step_layouts(model)
+    assert [p for p, _ in layouts] == [model[0].weight, model[3].weight]   # in > out only
+    for p, copy in layouts:
+        assert copy.flags.f_contiguous and not copy.flags.writeable and copy is not p.data
+        np.testing.assert_array_equal(copy, p.data)
+    x = np.random.default_rng(0).standard_normal((1, 6)).astype(np.float32)
+    plain = [m.step(x if i == 0 else np.ones((1, m.in_features), np.float32)) for i, m in enumerate(model)]
+    originals = [p.data for p, _ in layouts]
+    with nn.laid_out(layouts):
+        assert all(p.data is copy for p, copy in layouts)
+        laid = [m.step(x if i == 0 else np.ones((1, m.in_features), np.float32)) for i, m in enumerate(model)]
+    assert all(p.data is d for (p, _), d in zip(layouts, originals))
+    for a, b in zip(plain, laid):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_laid_out_restores_the_weights_after_an_error():
+    lin = nn.Linear(8, 3)
+    own = lin.weight.data
+    with pytest.raises(ZeroDivisionError):
+        with nn.laid_out(nn.step_layouts(lin)):
+            assert lin.weight.data is not own
+            1 / 0
+    assert lin.weight.data is own
+
+
+def test_step_layouts_leave_float16_weights_alone():
+    lin = nn.Linear(8, 3)
+    lin.weight.data = lin.weight.data.astype(np.float16)
+    assert nn.step_layouts(lin) == []
+
+
 def test_embedding_looks_up_rows_and_its_gradient_sums_repeats():
     emb = nn.Embedding(6, 3)
     idx = np.array([[1, 4, 1], [0, 5, 5]])
