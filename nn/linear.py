@@ -58,10 +58,11 @@ def step_layouts(module: Module) -> list:
     A decode step's product x (B, in) @ W (in, out) with few rows streams W from memory once, and
     BLAS streams a row-major W as `in` rows of `out` numbers: a tall W's short rows (384 numbers
     for config (b)'s (1536, 384) down-projection) run at about 10 GB/s on a 2-core EPYC, its
-    column-major copy (384 rows of 1536) at 17-19; wide and square weights are fastest as they are
-    (benchmarks/bench_decode.py). At batch 1 that is a sixth off config (b)'s step; at batch 8
-    the products are matrix products and the layout is about even. The copies are the weights as
-    they are when made: like a KV cache's keys and values, they hold for one decoding session."""
+    column-major copy (384 rows of 1536) at 17-19; a wide weight is fastest as it is (and a square
+    one about even). At batch 1 that takes a tenth to a sixth off config (b)'s step
+    (benchmarks/bench_decode.py); at batch 8 the products are matrix products and the layout is
+    about even. The copies are the weights as they are when made: like a KV cache's keys and
+    values, they hold for one decoding session."""
     pairs = []
     for m in module.modules():
         if isinstance(m, Linear) and m.in_features > m.out_features:

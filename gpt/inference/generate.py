@@ -140,7 +140,7 @@ class Decoder:
     def _layouts(self) -> list:
         """The weight copies of nn.step_layouts for this window's steps, made at its first step
         where at least LAYOUT_MIN_STEPS steps remain before the next prefill or the end: the copies
-        cost about two steps of config (b) and save about a sixth of each (batch 1)."""
+        cost about two steps of config (b) and save a tenth to a sixth of each (batch 1)."""
         if self.layouts is None:
             left = min(self.block_size - (self.n - self.s), self.tokens.shape[1] - self.n)
             self.layouts = nn.step_layouts(self.model) if left >= LAYOUT_MIN_STEPS else []

@@ -262,7 +262,7 @@ class GPT(nn.Module):
         `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)` (tested
         for every variant) in about 20% less time per step at batch 1 (benchmarks/bench_sample.py).
         The generation loop runs it in the weight layouts of `nn.step_layouts(model)` (the tall
-        weights column-major), which take a sixth more off at batch 1."""
+        weights column-major), which take a tenth to a sixth more off at batch 1."""
         cfg, t = self.config, self.transformer
         if not self.can_step():
             raise NotImplementedError(f"GPT.step has no array step for mlp={cfg.mlp!r}; "
