@@ -63,14 +63,15 @@ def step_layouts(module: Module) -> list:
     (benchmarks/bench_decode.py); at batch 8 the products are matrix products and the layout is
     about even. The copies are the weights as they are when made: like a KV cache's keys and
     values, they hold for one decoding session."""
-    pairs = []
+    pairs, seen = [], set()   # a weight shared by two layers is copied once
     for m in module.modules():
-        if isinstance(m, Linear) and m.in_features > m.out_features:
+        if isinstance(m, Linear) and m.in_features > m.out_features and id(m.weight) not in seen:
             w = m.weight.data
             if type(w) is np.ndarray and w.dtype in HOST_FLOATS:
                 copy = np.asfortranarray(w)
                 copy.flags.writeable = False   # a step only reads its weights
                 pairs.append((m.weight, copy))
+                seen.add(id(m.weight))
     return pairs
 
 

@@ -59,6 +59,17 @@ def test_step_layouts_copy_only_tall_host_weights_column_major_and_read_only():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
+def test_step_layouts_copy_a_shared_weight_once_and_laid_out_restores_it():
+    a, b = nn.Linear(6, 2), nn.Linear(6, 2)
+    b.weight = a.weight
+    own = a.weight.data
+    layouts = nn.step_layouts(nn.Sequential(a, b))
+    assert len(layouts) == 1 and layouts[0][0] is a.weight
+    with nn.laid_out(layouts):
+        assert b.weight.data is layouts[0][1]
+    assert a.weight.data is own
+
+
 def test_laid_out_restores_the_weights_after_an_error():
     lin = nn.Linear(8, 3)
     own = lin.weight.data
