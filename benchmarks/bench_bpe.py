@@ -17,8 +17,8 @@ Each cell is the median of --repeat runs (training) or --encode-repeat runs (enc
 the tools interleaved run by run; "paired" is the median of each training round's own ratio
 of our time to rustbpe's, the steadier figure on a machine whose speed drifts. Wall time and
 CPU time (this process's threads plus its finished child processes) are both shown: on a
-shared machine CPU time is the steadier measure. Encoding with ours is measured cold (a fresh tokenizer: empty chunk
-cache) and warm (the same text again, cache filled). After the training rows in the same process
+shared machine CPU time is the steadier measure. Encoding with ours is measured cold (a fresh
+tokenizer: empty chunk cache) and warm (the same text again, cache filled). After the training rows in the same process
 the heap is scattered and the encoders that allocate Python objects run slower (ours ~7% after
 training 50 MB, tiktoken not); with --skip-train our tokenizer is trained in a child process.
 """

@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 import autograd
-from autograd.backend import HOST_FLOATS
+from autograd.ops._util import host_floats
 from autograd.tensor import Tensor
 from nn import init
 from nn.arrays import linear as linear_step
@@ -67,7 +67,7 @@ def step_layouts(module: Module) -> list:
     for m in module.modules():
         if isinstance(m, Linear) and m.in_features > m.out_features and id(m.weight) not in seen:
             w = m.weight.data
-            if type(w) is np.ndarray and w.dtype in HOST_FLOATS:
+            if host_floats(w):
                 copy = np.asfortranarray(w)
                 copy.flags.writeable = False   # a step only reads its weights
                 pairs.append((m.weight, copy))
