@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bpe import Tokenizer  # noqa: E402
-from bpe.patterns import resolve_pattern  # noqa: E402
+from bpe.split.patterns import resolve_pattern  # noqa: E402
 from bench_bpe_texts import corpus_docs  # noqa: E402
 
 CL100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
@@ -271,7 +271,7 @@ def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) 
     tok = trained.get(ev) or train_apart(int(min(sizes) * MB), ev, pattern, args.workers)
     vocabularies = [(f"ours {ev} (code)", tok.mergeable_ranks, tok.special_tokens)]
     if CL100K.is_file() and pattern == resolve_pattern("gpt4"):
-        from bpe.formats import load_tiktoken_ranks
+        from bpe.files.tiktoken_file import load_tiktoken_ranks
 
         vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
     rows = []

@@ -57,7 +57,7 @@ if float(sys.argv[3]) > 0:  # a cap on the address space, so a peer that needs t
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from bpe.patterns import GPT4_PATTERN
+from bpe import GPT4_PATTERN
 files = sorted(str(p) for p in Path(sys.argv[1]).rglob("*.txt"))
 tok = Tokenizer(models.BPE())
 tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(GPT4_PATTERN), behavior="isolated"),

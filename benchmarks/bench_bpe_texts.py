@@ -1,6 +1,6 @@
 """Benchmark corpora for bpe, built deterministically from files a plain Debian/Python install has.
 
-- ``code``: the running Python's standard-library .py sources (``bpe.corpus.default_corpus_files``).
+- ``code``: the running Python's standard-library .py sources (``bpe.default_corpus_files``).
 - ``prose``: English text: the licenses in /usr/share/common-licenses, the nanoGPT
   Shakespeare file when ``../shared/data/tinyshakespeare.txt`` exists, then English man pages
   (/usr/share/man/man*/, roff source).
@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bpe.corpus import default_corpus_files  # noqa: E402
+from bpe import default_corpus_files  # noqa: E402
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 MAN = Path("/usr/share/man")

@@ -20,14 +20,13 @@ import time
 import warnings
 from pathlib import Path
 
-from .patterns import PATTERNS
+from .split.patterns import PATTERNS, resolve_pattern
+from .tokenizer import DEFAULT_VOCAB_SIZE, Tokenizer
 
 DEFAULT_OUT = "tok.json"
 
 
 def _load(path: str, pattern: str | None):
-    from .tokenizer import Tokenizer
-
     p = Path(path)
     if not p.exists():
         raise SystemExit(f"bpe: tokenizer file {path!r} does not exist")
@@ -100,9 +99,7 @@ def _save(tok, out: Path, hf_out, tiktoken_out, quiet: bool) -> None:
 
 
 def _cmd_train(args) -> int:
-    from .tokenizer import Tokenizer
-
-    from .dist import world
+    from .train.mpi_count import world
 
     out = _out_path(args)
     t0 = time.perf_counter()
@@ -117,7 +114,7 @@ def _cmd_train(args) -> int:
                                           special_tokens=args.special, min_frequency=args.min_frequency,
                                           verbose=not args.quiet)
     else:
-        tok = Tokenizer.train(args.input or None, vocab_size=args.vocab_size, pattern=args.pattern or "gpt4",
+        tok = Tokenizer.train(args.input or None, vocab_size=args.vocab_size, pattern=args.pattern,
                               special_tokens=args.special or (), min_frequency=args.min_frequency,
                               workers=args.workers, verbose=not args.quiet)
     _save(tok, out, args.hf_out, args.tiktoken_out, args.quiet)
@@ -128,11 +125,9 @@ def _cmd_train(args) -> int:
 
 def _train_across_ranks(args):
     """Under ``mpiexec -n N``: every rank counts its share, rank 0 trains (others get None)."""
-    from .corpus import default_corpus_files, expand_inputs
-    from .dist import count_files_across_ranks
-    from .patterns import resolve_pattern
-    from .tokenizer import Tokenizer
-    from .train import train_from_chunk_counts
+    from .files.corpus import default_corpus_files, expand_inputs
+    from .train.mpi_count import count_files_across_ranks
+    from .train.trainer import train_from_chunk_counts
 
     pattern = resolve_pattern(args.pattern)
     files = expand_inputs(args.input) if args.input else default_corpus_files()
@@ -144,9 +139,8 @@ def _train_across_ranks(args):
 
 
 def _cmd_count(args) -> int:
-    from .countfile import save_counts
-    from .patterns import resolve_pattern
-    from .train import count_inputs
+    from .train.counts_file import save_counts
+    from .train.trainer import count_inputs
 
     pattern = resolve_pattern(args.pattern)
     specials = args.special or []
@@ -167,7 +161,7 @@ def _special_arg(arg: str, flag: str):
 
 
 def _encode(args, tok) -> list[int]:
-    from .special import DisallowedSpecialError
+    from .encode.special import DisallowedSpecialError
 
     if args.bytes:
         data = os.fsencode(args.text) if args.text is not None else _read_bytes(args.file)
@@ -239,11 +233,12 @@ def _add_train(sub, names: str) -> None:
     t.add_argument("--counts", nargs="+", metavar="FILE",
                    help="train on chunk-count files of `bpe count` (globs such as 'counts.*'): the same "
                         "tokenizer as one run over all their shards")
-    t.add_argument("--vocab-size", type=int, default=4096, help="total vocabulary incl. 256 bytes and special tokens (default 4096)")
+    t.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+                   help="total vocabulary incl. 256 bytes and special tokens (default %(default)s)")
     t.add_argument("--pattern", default=None, help=f"split pattern name ({names}) or a regex (default gpt4; "
                                                    "with --counts, the files' own)")
     t.add_argument("--special", action="append", metavar="TOKEN", help="special token (repeatable), e.g. '<|endoftext|>'")
-    t.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times (default 1)")
+    t.add_argument("--min-frequency", type=int, default=1, help="stop when the best pair occurs fewer times (default %(default)s)")
     t.add_argument("--workers", type=int, default=None, help="counting processes (default: all cores)")
     t.add_argument("--out", default=None, help=f"output file: our JSON, or .tiktoken (default {DEFAULT_OUT}, "
                                                "which is not overwritten without --force)")
@@ -258,7 +253,7 @@ def _add_train(sub, names: str) -> None:
                                    "to --out; `bpe train --counts` merges such files from any number of shards.")
     c.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, folders or globs of this shard")
     c.add_argument("--out", required=True, help="output count file, e.g. counts.3")
-    c.add_argument("--pattern", default="gpt4", help=f"split pattern name ({names}) or a regex (default gpt4)")
+    c.add_argument("--pattern", default=None, help=f"split pattern name ({names}) or a regex (default gpt4)")
     c.add_argument("--special", action="append", metavar="TOKEN", help="special token (repeatable): its text splits documents")
     c.add_argument("--workers", type=int, default=None, help="counting processes (default: all cores)")
     c.add_argument("--quiet", action="store_true")

@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector while a loop makes many containers without cycles.
+"""Pausing Python's cyclic garbage collector while a loop makes many containers without cycles
+(training, counting and encoding all do).
 
 Encoding a long text makes a tuple or list per new piece, training a list per pair and counting
 a list of chunks per text: none of them can form a cycle, yet every few hundred of them start a
@@ -30,10 +31,9 @@ def gc_paused() -> Iterator[None]:
 def _age_survivors() -> None:
     """Move every tracked object to the oldest generation, where a full collection still sees it.
 
-    What a paused block keeps is long-lived (a tokenizer's cache holds a list per new piece: 160k
-    after 10 MB of multilingual text). Left in the youngest generation, the first allocation
-    after enable() scans all of it (50 ms there, 6% of that encode) only to promote it, and the
-    middle generation's next collection scans it again. freeze() and unfreeze() splice the
+    What a paused block keeps is long-lived (a tokenizer's cache holds a list per new piece).
+    Left in the youngest generation, the first allocation after enable() scans all of it only
+    to promote it, and the middle generation's next collection scans it again. freeze() and unfreeze() splice the
     generations' lists into the oldest one instead, in constant time. Not where the program has
     frozen objects of its own (a server before fork): unfreeze() would let them go.
     """

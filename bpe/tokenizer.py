@@ -2,7 +2,7 @@
 
 A tokenizer is a split pattern, ``ranks`` (token bytes -> id, the mergeable tokens)
 and special tokens (text -> id). Encoding cuts text with the pattern and merges each
-piece by rank, lowest first, exactly like tiktoken (``pieces.py``, ``bytepair.py``); the ids are the
+piece by rank, lowest first, exactly like tiktoken (``encode/``); the ids are the
 ranks, so a tokenizer read from a ``.tiktoken`` file keeps that file's ids.
 
 A trained tokenizer also keeps its merges ``(left_id, right_id)``: ids 0..255 are the
@@ -16,11 +16,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import AbstractSet
 
-from .bytepair import repair_surrogates
-from .patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
-from .pieces import PieceEncoder
-from .special import Allowed, Disallowed, alternation, check_disallowed, special_policy
+from .encode.piece_encoder import PieceEncoder
+from .encode.special import Allowed, Disallowed, check_disallowed, special_policy
+from .split.patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
+from .text import alternation, repair_surrogates
 
+DEFAULT_VOCAB_SIZE = 4096  # of the trainers and of `bpe train`
 _CONTINUATION = [0x80 <= b < 0xC0 for b in range(256)]
 
 
@@ -48,9 +49,6 @@ class Tokenizer:
         self._special: dict[str, int] = dict(special_tokens or {})
         self._merges = None if merges is None else [tuple(m) for m in merges]
         self._check()
-        self._decoder: dict[int, bytes] = {i: b for b, i in self._ranks.items()}
-        for s, i in self._special.items():
-            self._decoder[i] = s.encode("utf-8")
         self._setup()
 
     def _check(self) -> None:
@@ -70,6 +68,10 @@ class Tokenizer:
             raise ValueError("two special tokens share an id")
 
     def _setup(self) -> None:
+        """The decoder, the encoder and its caches, made from the pattern, ranks and special tokens."""
+        self._decoder: dict[int, bytes] = {i: b for b, i in self._ranks.items()}
+        for s, i in self._special.items():
+            self._decoder[i] = s.encode("utf-8")
         self._ordinary = PieceEncoder(self._ranks, self.pattern)
         self._special_res: dict[frozenset, object] = {}
         self._vocab_size = max(self._decoder) + 1
@@ -82,9 +84,6 @@ class Tokenizer:
         self._ranks = state["ranks"]
         self._special = state["special"]
         self._merges = state["merges"]
-        self._decoder = {i: b for b, i in self._ranks.items()}
-        for s, i in self._special.items():
-            self._decoder[i] = s.encode("utf-8")
         self._setup()
 
     # ---- properties -------------------------------------------------------------
@@ -156,7 +155,7 @@ class Tokenizer:
 
     def encode(self, text: str, allowed_special: Allowed = frozenset(),
                disallowed_special: Disallowed = "all") -> list[int]:
-        """Token ids of ``text`` with tiktoken's special-token policy (``bpe.special``).
+        """Token ids of ``text`` with tiktoken's special-token policy (``bpe.encode.special``).
 
         ``allowed_special``: special tokens whose text becomes their id ("all" or a set; none by
         default). ``disallowed_special``: strings whose presence raises DisallowedSpecialError
@@ -183,7 +182,7 @@ class Tokenizer:
                      allowed_special: Allowed = frozenset(), disallowed_special: Disallowed = "all",
                      ) -> list[list[int]]:
         """``[encode(t) for t in texts]``, in ``workers`` processes (default: all cores)."""
-        from .batch import encode_batch
+        from .encode.parallel_encode import encode_batch
 
         special_policy(self._special, allowed_special, disallowed_special)  # fail here, not in a worker
         return encode_batch(self, list(texts), workers, allowed_special, disallowed_special)
@@ -237,7 +236,7 @@ class Tokenizer:
     def train(
         cls,
         inputs: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
-        vocab_size: int = 4096,
+        vocab_size: int = DEFAULT_VOCAB_SIZE,
         pattern: str = GPT4_PATTERN,
         special_tokens: Iterable[str] | Mapping[str, int] = (),
         min_frequency: int = 1,
@@ -259,7 +258,7 @@ class Tokenizer:
         times. ``workers`` processes count chunks of large inputs (default: all cores);
         ``verbose`` prints phase timings; ``progress`` shows merges/s (default: on a TTY).
         """
-        from .train import train_tokenizer
+        from .train.trainer import train_tokenizer
 
         return train_tokenizer(cls, inputs, None, vocab_size, pattern, special_tokens,
                                min_frequency, workers, verbose, progress)
@@ -268,7 +267,7 @@ class Tokenizer:
     def train_from_iterator(
         cls,
         texts: Iterable[str],
-        vocab_size: int = 4096,
+        vocab_size: int = DEFAULT_VOCAB_SIZE,
         pattern: str = GPT4_PATTERN,
         special_tokens: Iterable[str] | Mapping[str, int] = (),
         min_frequency: int = 1,
@@ -277,7 +276,7 @@ class Tokenizer:
         progress: bool | None = None,
     ) -> "Tokenizer":
         """Train on an iterable of texts (each one document); same trainer as ``train``."""
-        from .train import train_tokenizer
+        from .train.trainer import train_tokenizer
 
         if isinstance(texts, str):
             texts = [texts]
@@ -288,7 +287,7 @@ class Tokenizer:
     def train_from_counts(
         cls,
         paths: str | os.PathLike | Iterable[str | os.PathLike],
-        vocab_size: int = 4096,
+        vocab_size: int = DEFAULT_VOCAB_SIZE,
         pattern: str | None = None,
         special_tokens: Iterable[str] | Mapping[str, int] | None = None,
         min_frequency: int = 1,
@@ -298,7 +297,7 @@ class Tokenizer:
         """Train on chunk-count files of ``bpe count`` (paths or globs), one per shard: the same
         tokenizer as ``train`` over all the shards. ``pattern`` and ``special_tokens`` default to
         the files' own; others are refused, since the counts depend on them."""
-        from .train import train_from_count_files
+        from .train.trainer import train_from_count_files
 
         return train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_frequency,
                                       verbose, progress)
@@ -327,14 +326,14 @@ class Tokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write our JSON format (version, pattern, merges or tokens, special tokens), atomically."""
-        from .formats import save_json
+        from .files.bpe_json import save_json
 
         save_json(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
         """Read a file written by ``save``."""
-        from .formats import load_json
+        from .files.bpe_json import load_json
 
         return load_json(cls, path)
 
@@ -350,7 +349,7 @@ class Tokenizer:
         ``pattern`` and ``special_tokens`` default to those in the side file ``<path>.json`` that
         ``save_tiktoken`` writes, and without one to GPT-4's pattern and no special tokens.
         """
-        from .formats import load_tiktoken_ranks, load_tiktoken_side
+        from .files.tiktoken_file import load_tiktoken_ranks, load_tiktoken_side
 
         ranks = load_tiktoken_ranks(path)
         side_pattern, side_special = load_tiktoken_side(path) if pattern is None or special_tokens is None else (None, None)
@@ -360,7 +359,7 @@ class Tokenizer:
     def save_tiktoken(self, path: str | os.PathLike) -> Path:
         """Write the mergeable tokens as a ``.tiktoken`` file, and the split pattern and special
         tokens (which that format cannot hold) to ``<path>.json``; returns the latter's path."""
-        from .formats import save_tiktoken
+        from .files.tiktoken_file import save_tiktoken
 
         return save_tiktoken(self, path)
 
@@ -372,13 +371,13 @@ class Tokenizer:
         pattern: str | None = None,
     ) -> "Tokenizer":
         """Read GPT-2's ``encoder.json`` + ``vocab.bpe`` (ids as in encoder.json)."""
-        from .hf import load_gpt2_files
+        from .files.huggingface import load_gpt2_files
 
         return load_gpt2_files(cls, encoder_json, vocab_bpe, pattern)
 
     def save_gpt2_files(self, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike) -> None:
         """Write GPT-2's ``encoder.json`` + ``vocab.bpe`` (trained tokenizers only)."""
-        from .hf import save_gpt2_files
+        from .files.huggingface import save_gpt2_files
 
         save_gpt2_files(self, encoder_json, vocab_bpe)
 
@@ -386,12 +385,12 @@ class Tokenizer:
     def from_huggingface(cls, path: str | os.PathLike) -> "Tokenizer":
         """Read a Hugging Face byte-level BPE ``tokenizer.json`` (GPT-2, LLaMA-3, Qwen2 style); ids
         are the file's, added tokens become special tokens."""
-        from .hf import load_huggingface
+        from .files.huggingface import load_huggingface
 
         return load_huggingface(cls, path)
 
     def save_huggingface(self, path: str | os.PathLike) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte-level BPE) that encodes like this one."""
-        from .hf import save_huggingface
+        from .files.huggingface import save_huggingface
 
         save_huggingface(self, path)

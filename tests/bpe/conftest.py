@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
-from bpe.corpus import default_corpus_files
+from bpe import default_corpus_files
 
 REPO = Path(__file__).resolve().parents[2]
 CL100K = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"

@@ -4,7 +4,7 @@ import sysconfig
 from pathlib import Path
 
 from bpe import default_corpus_files
-from bpe.corpus import expand_inputs, read_blocks
+from bpe.files.corpus import expand_inputs, read_blocks
 
 
 def test_default_corpus_is_the_stdlib_sources_sorted():
@@ -47,7 +47,7 @@ def test_block_cuts_never_change_the_chunks_of_any_pattern(tmp_path):
 
     import regex
 
-    from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
+    from bpe.split.patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
 
     rng = random.Random(1)
     f = tmp_path / "f.txt"
@@ -65,7 +65,7 @@ def test_block_cuts_never_change_the_chunks_of_any_pattern(tmp_path):
 
 
 def test_first_cut_matches_its_definition_for_any_read_size(tmp_path):
-    from bpe.corpus import _first_cut
+    from bpe.files.corpus import _first_cut
 
     def brute(data, q):
         if q <= 0:

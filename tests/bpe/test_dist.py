@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = f"""
 import sys
 sys.path.insert(0, {str(REPO)!r})
-import bpe.dist
-bpe.dist.BLOCK_BYTES = 300
+import bpe.files.corpus
+bpe.files.corpus.BLOCK_BYTES = 300
 from bpe.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -28,6 +28,7 @@ def _mpi_ready() -> bool:
     return r.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _mpi_ready(), reason="needs mpiexec and mpi4py (the dist extra)")
 def test_two_ranks_train_like_one_process(tmp_path):
     lines = [f"def f{i}(x):\n    return x * {i} + 'é'<|endoftext|>\n\n" for i in range(60)]

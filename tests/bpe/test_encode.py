@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bpe import Tokenizer
-from bpe.bytepair import merge_long, merge_small
+from bpe.encode.rank_merge import merge_long, merge_small
 
 from .conftest import PROSE
 
@@ -126,9 +126,9 @@ def test_lone_surrogates_become_replacement_characters_like_tiktoken(tok4):
 
 
 def test_a_full_cache_is_cleared_without_changing_results(tok4, corpus_texts, monkeypatch):
-    import bpe.pieces
+    import bpe.encode.piece_encoder
 
-    monkeypatch.setattr(bpe.pieces, "CACHE_LIMIT", 50)
+    monkeypatch.setattr(bpe.encode.piece_encoder, "CACHE_LIMIT", 50)
     small = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     text = corpus_texts[1] + PROSE
     assert small.encode(text) == tiktoken_of(tok4).encode(text)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bpe import GPT4_PATTERN, Tokenizer
-from bpe.special import DisallowedSpecialError
+from bpe.encode.special import DisallowedSpecialError
 
 tiktoken = pytest.importorskip("tiktoken")
 from tiktoken.load import load_tiktoken_bpe  # noqa: E402
@@ -115,7 +115,7 @@ def test_special_arguments_are_understood_or_refused(pair):
 @given(data=st.lists(st.sampled_from([b"^", b"a", b"A", b" ", b"1", b"\n", b"ab", b"\xe5\xad\x97"]),
                      max_size=120).map(b"".join))
 def test_long_piece_merging_equals_short_piece_merging_on_cl100k(pair, data):
-    from bpe.bytepair import merge_long, merge_small
+    from bpe.encode.rank_merge import merge_long, merge_small
 
     ranks = pair[0].mergeable_ranks
     assert merge_long(ranks, data) == merge_small(ranks, data)

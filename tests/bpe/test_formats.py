@@ -7,7 +7,7 @@ import pytest
 import regex
 
 from bpe import GPT2_PATTERN, Tokenizer
-from bpe.hf import unicode_to_bytes
+from bpe.files.huggingface import unicode_to_bytes
 
 from .conftest import PROSE
 
@@ -223,6 +223,30 @@ def test_written_files_honour_the_umask(tok4, tmp_path):
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o664
+
+
+def test_atomic_writes_from_threads_never_touch_the_process_umask(tmp_path, monkeypatch):
+    # os.umask sets the mask of the whole process: a read-and-restore in one thread would give
+    # a file that another thread creates meanwhile the wrong mode.
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from bpe.files.atomic import atomic_write, atomic_write_bytes, atomic_write_text
+
+    mask = os.umask(0o022)  # read it (and restore it) before the writes
+    os.umask(mask)
+
+    def no_umask(_):
+        raise AssertionError("the atomic writer changed the process umask")
+
+    monkeypatch.setattr(os, "umask", no_umask)
+    writers = [lambda p: atomic_write_text(p, "text"), lambda p: atomic_write_bytes(p, b"\0\1"),
+               lambda p: atomic_write(p, lambda tmp: Path(tmp).write_text("by callback"))]
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda k: writers[k % 3](tmp_path / f"f{k}"), range(48)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{k}" for k in range(48))
+    assert {p.stat().st_mode & 0o777 for p in paths} == {0o666 & ~mask}
+    assert (tmp_path / "f2").read_text() == "by callback" and (tmp_path / "f1").read_bytes() == b"\0\1"
 
 
 def test_rename_is_followed_by_a_folder_fsync(tok4, tmp_path, monkeypatch):

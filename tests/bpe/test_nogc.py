@@ -3,7 +3,7 @@ import gc
 
 import pytest
 
-from bpe.merges import train_merges
+from bpe.train.merge_learner import train_merges
 from bpe.nogc import gc_paused
 
 

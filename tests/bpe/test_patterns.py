@@ -6,7 +6,7 @@ import regex
 from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
-from bpe.patterns import PATTERNS, resolve_pattern, segment_splitter
+from bpe.split.patterns import PATTERNS, resolve_pattern, segment_splitter
 
 # Characters that stress the cut rules: newlines, \r, indentation, '/', apostrophes,
 # Unicode whitespace, digits, letters, marks, CJK, emoji.
@@ -59,8 +59,8 @@ def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, sha
     from collections import Counter
     from unittest import mock
 
-    from bpe import chunkcount as count
-    from bpe.chunkcount import ChunkCounter
+    from bpe.train import chunk_counter as count
+    from bpe.train.chunk_counter import ChunkCounter
 
     # The choice after ``probe`` characters (None: the default) to go on through segments or
     # not, and the runs of segments the flush pre-tokenizes together, change no count.
@@ -85,7 +85,7 @@ CUT_TEXTS = ["x = a!\n/b\n" * 40, "def f(x):\n    return x  \n\n\tclass A:\n  pa
 def test_safe_cut_at_every_offset_keeps_the_ids_of_the_whole_text(tok_by_pattern, name):
     """Encoding the two sides of a safe cut gives the ids of the whole text, for every pattern
     (o200k: '!\\n/' is one pre-token, so no cut falls inside it)."""
-    from bpe.patterns import safe_cut
+    from bpe.split.patterns import safe_cut
 
     tok = tok_by_pattern(PATTERNS[name])
     for text in CUT_TEXTS:
@@ -107,7 +107,7 @@ def test_safe_cut_at_every_offset_keeps_the_ids_of_the_whole_text(tok_by_pattern
 
 
 def test_a_pattern_without_known_cuts_is_never_cut():
-    from bpe.patterns import has_safe_cuts, safe_cut
+    from bpe.split.patterns import has_safe_cuts, safe_cut
 
     assert not has_safe_cuts(r"\S+|\s+") and all(has_safe_cuts(p) for p in PATTERNS.values())
     assert safe_cut("a\nb\nc", 1, r"\S+|\s+") == 5 and safe_cut("a\nb", 0, r"\S+|\s+") == 0
@@ -117,7 +117,7 @@ def test_a_pattern_that_skips_characters_is_refused(tmp_path):
     import warnings
 
     from bpe import Tokenizer
-    from bpe.patterns import PatternCoverageError
+    from bpe.split.patterns import PatternCoverageError
 
     with pytest.raises(PatternCoverageError, match=r"'H' at character 0 would be dropped"):
         Tokenizer.train_from_iterator(["Hello, World 123"], vocab_size=260, pattern="[a-z]+")

@@ -4,8 +4,8 @@ import regex
 from hypothesis import given, settings, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
-from bpe.bytepair import repair_surrogates
-from bpe.split import chunk_finder, twin
+from bpe.text import repair_surrogates
+from bpe.split.twins import chunk_finder, twin
 
 BUILT_IN = [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN]
 
@@ -71,7 +71,7 @@ def test_custom_patterns_run_under_regex():
 @given(text=st.text(max_size=40) | st.lists(st.sampled_from(["a", "é", "Ж", "字", "🎉", "\U0010ffff", "\uffff"]),
                                             max_size=20).map("".join))
 def test_has_astral_says_whether_a_character_is_above_the_plane(text):
-    from bpe.split import has_astral
+    from bpe.split.twins import has_astral
 
     want = any(ord(c) > 0xFFFF for c in text)
     assert has_astral(text) == want

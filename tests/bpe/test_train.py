@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, Tokenizer
-from bpe.chunkcount import ChunkCounter
-from bpe.merges import train_merges
+from bpe.train.chunk_counter import ChunkCounter
+from bpe.train.merge_learner import train_merges
 
 from .reference import naive_train
 
@@ -97,11 +97,11 @@ def test_files_folders_and_globs(tmp_path):
 
 
 def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
-    import bpe.corpus
-    import bpe.count
+    import bpe.files.corpus
+    import bpe.train.parallel_count as count
 
-    monkeypatch.setattr(bpe.count, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(bpe.count, "BLOCK_BYTES", 300)
+    monkeypatch.setattr(count, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(bpe.files.corpus, "BLOCK_BYTES", 300)
     lines = [f"def f{i}(x):\n    return x * {i} + 'é'\n\n" for i in range(200)]
     f = tmp_path / "big.py"
     f.write_text("".join(lines))
@@ -115,13 +115,13 @@ def test_parallel_counting_equals_serial(tmp_path, monkeypatch):
     assert list_parallel.merges == it_serial.merges
     # three processes claiming 24 shares of the list, some documents repeated
     docs = lines + lines[:50]
-    serial_counts = bpe.count.count_texts(docs, GPT4_PATTERN, workers=1)
-    assert bpe.count.count_texts(docs, GPT4_PATTERN, workers=3) == serial_counts
+    serial_counts = count.count_texts(docs, GPT4_PATTERN, workers=1)
+    assert count.count_texts(docs, GPT4_PATTERN, workers=3) == serial_counts
     # the tables the processes send for training, joined: the same counts
     want = {c.encode(): n for c, n in serial_counts.items()}
-    assert _table_counts(bpe.count.count_texts(docs, GPT4_PATTERN, workers=3, table=True)) == want
-    assert _table_counts(bpe.count.count_files([f], GPT4_PATTERN, workers=2, table=True)) == {
-        c.encode(): n for c, n in bpe.count.count_files([f], GPT4_PATTERN, workers=1).items()}
+    assert _table_counts(count.count_texts(docs, GPT4_PATTERN, workers=3, table=True)) == want
+    assert _table_counts(count.count_files([f], GPT4_PATTERN, workers=2, table=True)) == {
+        c.encode(): n for c, n in count.count_files([f], GPT4_PATTERN, workers=1).items()}
     with pytest.raises(TypeError, match="must be str, got bytes at item 3"):
         Tokenizer.train_from_iterator(lines[:3] + [b"x"], vocab_size=400, workers=2)
 
@@ -172,7 +172,7 @@ def test_unreadable_file_is_named(tmp_path):
 
 def test_unreadable_path_is_named(tmp_path):
     # A folder where a file is expected to be read: reading fails, and the error names it.
-    from bpe.corpus import read_blocks
+    from bpe.files.corpus import read_blocks
 
     with pytest.raises(OSError, match="cannot read corpus file"):
         list(read_blocks(tmp_path))
@@ -217,8 +217,8 @@ def test_many_non_utf8_files_give_one_warning(tmp_path):
 @given(chunks=st.dictionaries(st.binary(min_size=2, max_size=12), st.integers(1, 5), max_size=30))
 @example(chunks={b"abab": 2, b"xab": 1, b"aaa": 3})
 def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
-    from bpe.arraymerge import ArrayMerges
-    from bpe.chunktable import ChunkTable
+    from bpe.train.early_merges import ArrayMerges
+    from bpe.train.chunk_table import ChunkTable
 
     table = ChunkTable.of(chunks)
     table = table.keep(table.sizes >= 2)
@@ -241,7 +241,7 @@ def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
 @example(chunks={"abab": 3, "ba": 2, "cababab": 1}, n=4, minf=1)  # adjacent occurrences of a pair
 @example(chunks={"aaaaa": 2, "baaab": 1, "aa": 1}, n=4, minf=1)     # runs of a pair of one token
 def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
-    # array_min 0: every merge in arraymerge; inf: the loop from the first; 3: a handover midway
+    # array_min 0: every merge in early_merges; inf: the loop from the first; 3: a handover midway
     runs = [train_merges(chunks, n, minf, array_min=m) for m in (0, math.inf, 3)]
     assert runs[0] == runs[1] == runs[2]
     texts = [c for c, k in chunks.items() for _ in range(k)]
@@ -254,8 +254,8 @@ def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
 @example(chunks={"a\uffff": 2, "\uffff": 1, "b": 0, "": 1, "cd": 3})         # the joining separator in chunks
 @example(chunks={"ab": 0, "": 2, "cd": 1})                                  # a dropped chunk inside the text
 def test_a_chunk_table_is_each_chunks_utf8_end_to_end(chunks):
-    from bpe.bytepair import utf8
-    from bpe.chunktable import ChunkTable
+    from bpe.text import utf8
+    from bpe.train.chunk_table import ChunkTable
 
     kept = [(utf8(c) if isinstance(c, str) else c, n) for c, n in chunks.items() if n > 0]
     kept = [(b, n) for b, n in kept if len(b) >= 1]
@@ -268,7 +268,7 @@ def test_a_chunk_table_is_each_chunks_utf8_end_to_end(chunks):
 @given(pairs=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300), st.integers(0, 6)), max_size=40),
        wide=st.booleans())
 def test_the_hand_over_table_lists_each_pair_and_chunk_once_in_order(pairs, wide):
-    from bpe.arraymerge import SHIFT, _distinct_pairs
+    from bpe.train.early_merges import SHIFT, _distinct_pairs
 
     left, right, chunks = (np.array([p[i] for p in pairs], dtype=np.int32) for i in range(3))
     # wide: more chunks than one int64 can hold beside two ids, which sorts them apart
@@ -290,7 +290,7 @@ def test_merges_of_chunks_counted_millions_of_times_are_the_loops(chunks, n):
 @example(chunks={"abab": 9, "ba": 2, "cababab": 1, "aaaa": 5}, n=8, minf=1, array_min=0)
 def test_pairs_left_out_below_the_floor_are_counted_again_when_it_drops(chunks, n, minf, array_min):
     # A floor of 4 halved at each drop: the drops fall in the array phase and in the loop.
-    import bpe.merges as merges
+    import bpe.train.merge_learner as merges
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(merges, "PUSH_MIN", 4)
@@ -320,7 +320,7 @@ _long = st.binary(min_size=1, max_size=24).map(lambda m: b"headhead" + m + b"tai
 def test_joined_chunk_tables_hold_each_chunk_once_with_its_summed_count(parts):
     from collections import Counter
 
-    from bpe.chunktable import ChunkTable
+    from bpe.train.chunk_table import ChunkTable
 
     joined = ChunkTable.join(ChunkTable.of(p) for p in parts)
     want = Counter()
@@ -331,7 +331,7 @@ def test_joined_chunk_tables_hold_each_chunk_once_with_its_summed_count(parts):
 
 @given(sizes=st.lists(st.integers(0, 10_000), min_size=1, max_size=300), workers=st.integers(2, 8))
 def test_counting_shares_cover_the_texts_in_order_and_shrink_to_the_end(sizes, workers):
-    from bpe.count import SHARES_PER_WORKER, _shares
+    from bpe.train.parallel_count import SHARES_PER_WORKER, _shares
 
     shares = _shares(sizes, workers)
     assert shares[0][0] == 0 and shares[-1][1] == len(sizes)

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = f"""
 import sys, time
 sys.path.insert(0, {str(REPO)!r})
-import bpe.count as count
+import bpe.train.parallel_count as count
 from bpe import GPT4_PATTERN
 count.PARALLEL_MIN_BYTES = 1
 def texts():

@@ -1,10 +1,9 @@
-"""Chunk counts as arrays: the form the merge learner reads, and the one counting processes send.
+"""Training: chunk counts as arrays, the form the merge learner reads and counting processes send.
 
 A ``ChunkTable`` holds distinct chunks as their UTF-8 bytes end to end, with each chunk's byte
-length and count. Training reads the bytes directly (merges.py), and a counting process sends
-its table as three arrays: a dict of 330k str chunks took the parent 0.3 s to unpickle and merge
-into its own on 50 MB of translations, and its strs had to be encoded again for the merges.
-``join`` sums the counts of chunks that several tables hold, in NumPy.
+length and count. Training reads the bytes directly (``merge_learner``), and a counting process
+sends its table as three arrays, which unpickle far faster than a dict of str chunks and need no
+encoding again for the merges. ``join`` sums the counts of chunks that several tables hold, in NumPy.
 """
 from __future__ import annotations
 
@@ -13,14 +12,10 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from .bytepair import utf8
-from .npmerge import span_words
+from ..text import HASH_MUL, HEAD_MASK, WORD, span_words, utf8
 
-_WORD = 8  # bytes compared as one big-endian word
-# The masks that keep the first k (0..8) bytes of a word.
-_HEAD_MASK = np.array([((1 << 64) - 1) ^ ((1 << 8 * (_WORD - k)) - 1) for k in range(_WORD + 1)], dtype=np.uint64)
 _MIDDLE_WORDS = 32  # words compared in NumPy rounds; a chunk longer still is compared as bytes
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
+_MIX = (HASH_MUL, np.uint64(0xC2B2AE3D27D4EB4F))  # the second: xxHash's 64-bit prime 2
 
 
 class ChunkTable:
@@ -48,8 +43,8 @@ class ChunkTable:
         """The table of ``{chunk: count}`` (str chunks as UTF-8; U+DC80..U+DCFF as the raw bytes
         they escape), without empty chunks and counts below one.
 
-        str chunks are encoded in one call, their byte lengths read off their code points: one
-        encode per chunk took 0.5 s for the 550k distinct chunks of 50 MB of translations.
+        str chunks are encoded in one call, their byte lengths read off their code points (one
+        encode per chunk is the slow part of a table of many chunks).
         """
         keys = list(chunk_counts)
         counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(keys))
@@ -108,7 +103,7 @@ _SEP = "\uffff"  # a noncharacter, rare in text: a chunk that holds it costs a s
 def _joined(keys: list) -> tuple[str | None, np.ndarray]:
     """The chunks end to end (None if some are bytes) and each one's length, (n,) int64. Each chunk
     is read once: a count's chunks lie scattered in memory, and a second pass over them
-    (``map(len, keys)``) cost as much as the join (45 ms for 330k of them)."""
+    (``map(len, keys)``) costs as much as the join."""
     if not keys:
         return "", np.zeros(0, dtype=np.int64)
     try:
@@ -138,27 +133,26 @@ def _stand_ins(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     leads their group byte by byte, and the rare chunks that differ from it are matched by a dict."""
     starts = np.cumsum(sizes) - sizes
     words = span_words(data)
-    head = words[starts] & _HEAD_MASK[np.minimum(sizes, _WORD)]
-    tail = np.where(sizes > _WORD, words[np.maximum(starts + sizes - _WORD, 0)], 0).astype(np.uint64)
+    head = words[starts] & HEAD_MASK[np.minimum(sizes, WORD)]
+    tail = np.where(sizes > WORD, words[np.maximum(starts + sizes - WORD, 0)], 0).astype(np.uint64)
     key = ((head * _MIX[0]) ^ (tail * _MIX[1]) ^ sizes.astype(np.uint64)).view(np.int64)
     order = np.argsort(key)  # any chunk of a group may lead it
     k = key[order]
     # Only the chunks after the first of their group (in this order) are compared, with that first
-    # one: most chunks are alone in their group (548k of 640k when joining two halves of 50 MB of
-    # translations), and reading them all was half of the join.
+    # one: most chunks are alone in their group, and reading them all would double the join.
     starting = run_starts(k)
     later, lead = np.flatnonzero(~starting), np.flatnonzero(starting)  # lead: where each group starts
     member, leader = order[later], order[lead[np.searchsorted(lead, later, side="right") - 1]]
     same = (sizes[member] == sizes[leader]) & (head[member] == head[leader]) & (tail[member] == tail[leader])
     # Longer chunks: the bytes between, 8 at a time (the last word may overlap the tail's bytes)
-    check = np.flatnonzero(same & (sizes[member] > 2 * _WORD))
+    check = np.flatnonzero(same & (sizes[member] > 2 * WORD))
     a, b, n = starts[member[check]], starts[leader[check]], sizes[member[check]]
-    at = _WORD
-    while check.size and at < _MIDDLE_WORDS * _WORD:
+    at = WORD
+    while check.size and at < _MIDDLE_WORDS * WORD:
         differ = words[a + at] != words[b + at]
         same[check[differ]] = False
-        at += _WORD
-        go = ~differ & (at < n - _WORD)
+        at += WORD
+        go = ~differ & (at < n - WORD)
         check, a, b, n = check[go], a[go], b[go], n[go]
     raw = data.tobytes()
     for i, x, y, m in zip(check.tolist(), a.tolist(), b.tolist(), n.tolist()):  # longer still: rare

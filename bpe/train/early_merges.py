@@ -1,16 +1,15 @@
-"""The early merges of training in NumPy: every chunk's tokens as linked arrays.
+"""Training, the early merges in NumPy: every chunk's tokens as linked arrays.
 
 A merge of a frequent pair changes tens of thousands of chunks, and the Python loop of
-`merges.train_merges` pays about a microsecond for each (half of training 50 MB of code went
-to the first 3,000 merges). Here the corpus's distinct chunks are one array of token ids with
+``merge_learner.train_merges`` pays for each of them in the interpreter. Here the corpus's distinct chunks are one array of token ids with
 ``nxt``/``prv`` links between the live tokens of a chunk, and an index of where each pair of
 bytes and each pair made by a merge started. A merge is then a few array passes over the
 pair's positions, and Python runs once per distinct neighbour pair, not once per occurrence.
 
 Every array pass has a fixed cost of microseconds, so once the merges' pairs occur in few
 places the Python loop is faster: ``ArrayMerges.hand_over`` and ``chunks_of`` hand the state
-over to it. The counts and merges are the loop's exactly (tested against it); see merges.py
-for the rules (left-to-right merges without overlap, the tie order).
+over to it. The counts and merges are the loop's exactly (tested against it); see
+``merge_learner`` for the rules (left-to-right merges without overlap, the tie order).
 """
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ from itertools import compress, repeat
 
 import numpy as np
 
-from .chunktable import run_starts
+from .chunk_table import run_starts
 
-SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merges.py's loop
+SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merge_learner's loop
 MASK = (1 << SHIFT) - 1
 EMPTY = np.zeros(0, dtype=np.int32)
 EMPTY64 = np.zeros(0, dtype=np.int64)
@@ -33,7 +32,7 @@ POS_MASK = (1 << POS) - 1
 
 def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys and each one's total weight. The grouping sort is not a stable one: on
-    int64 keys NumPy's stable sort took 6x the time of its quicksort at 10k keys."""
+    int64 keys NumPy's stable sort is several times slower than its quicksort."""
     if keys.size == 0:
         return EMPTY64, EMPTY64
     order = np.argsort(keys)
@@ -91,8 +90,8 @@ def _lost(a: int, b: int, c: int, sides: np.ndarray, grown: np.ndarray, right: n
 def _distinct_pairs(left: np.ndarray, right: np.ndarray, chunks: np.ndarray, n_chunks: int):
     """The distinct (pair key, chunk) of the pairs (left, right) in ``chunks``, sorted: int64
     keys, chunk numbers. Sorted as one int64 number each, which holds both while they fit in 63
-    bits (ids below 2**kb and chunks below 2**cb): NumPy's sort is 10x its stable argsort of
-    the keys alone on 5M of them (np.unique was 60x)."""
+    bits (ids below 2**kb and chunks below 2**cb): a plain sort of one int64 array is far faster
+    than a stable argsort of the keys (or np.unique)."""
     kb, cb = int(max(left.max(initial=0), right.max(initial=0))).bit_length(), int(n_chunks).bit_length()
     if 2 * kb + cb <= 63:
         both = np.sort((left.astype(np.int64) << kb | right) << cb | chunks)
@@ -151,13 +150,13 @@ class ArrayMerges:
 
     def _index_bytes(self, data: np.ndarray, sizes: np.ndarray) -> None:
         """Count and index every pair of bytes: their 16-bit keys sum by bincount and sort by radix
-        (a gather of the chunks' counts through the sorted order took half of this)."""
+        (no gather of the chunks' counts through the sorted order)."""
         inner = _within(sizes)  # a pair starts at every byte but a chunk's last
         key16 = (data[:-1].astype(np.uint16) << 8 | data[1:])[inner]
         if key16.size == 0:
             return
-        # float64 weights (bincount casts int64 ones to a copy, 2x the time): the sums of int64
-        # counts are exact below 2**53 occurrences
+        # float64 weights (bincount would cast int64 ones to a copy): the sums of int64 counts
+        # are exact below 2**53 occurrences
         weights = np.repeat(self.counts.astype(np.float64), sizes - 1)
         totals = np.bincount(key16, weights=weights, minlength=1 << 16)
         at = np.flatnonzero(inner).astype(self.nxt.dtype)[np.argsort(key16, kind="stable")]
@@ -242,9 +241,8 @@ class ArrayMerges:
         sides, grown_n = self._index_made(c, gained)
         grown, right = _side_pairs(sides, c)
         lost, lost_n = _lost(a, b, c, sides, grown, right, grown_n)
-        # The counts read, summed and written back in C (map, NumPy, dict.update): a Python loop
-        # of pairs[k] += d was a fifth of training 50 MB of translations. The pairs made hold c,
-        # which is new: they are not there yet.
+        # The counts read, summed and written back in C (map, NumPy, dict.update), not by a Python
+        # loop of pairs[k] += d. The pairs made hold c, which is new: they are not there yet.
         pairs = self.pairs
         lost = lost.tolist()
         old = np.fromiter(map(pairs.get, lost, repeat(-1)), dtype=np.int64, count=len(lost))
@@ -278,8 +276,7 @@ class ArrayMerges:
         live = np.flatnonzero(self.tok >= 0)
         tok, nxt = self.tok[live], self.nxt[live]
         # Every live pair's key beside its chunk, sorted and each once: a lookup is a binary
-        # search, where reading a token's positions cost a pass over them for each merge (0.5 s
-        # of the loop on 50 MB of code).
+        # search, not a pass over a token's positions for each merge.
         inner = nxt >= 0
         self.table_keys, self.table_chunks = _distinct_pairs(
             tok[inner], self.tok[nxt[inner]], self.chunk[live[inner]], self.counts.size)

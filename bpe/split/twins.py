@@ -1,7 +1,7 @@
 """Finding the chunks of a text: standard-library `re` twins of the built-in split patterns.
 
 The built-in patterns (``patterns.py``) need the third-party `regex` module for ``\\p{L}``,
-``\\p{N}``, ``\\p{Lu}``... and possessive quantifiers, and `regex` is 2-3x slower than `re`.
+``\\p{N}``, ``\\p{Lu}``... and possessive quantifiers, and `regex` is slower than `re`.
 Each built-in pattern has a twin for `re` that finds exactly the same chunks on any text:
 
 - every Unicode class is written out as the explicit set of code points that `regex` itself
@@ -60,7 +60,7 @@ def _members() -> dict[str, frozenset[str]]:
 
 def _set_body(chars: frozenset[str]) -> str:
     """The inside of a `re` character set holding exactly ``chars`` (as ranges). In NumPy: a
-    letter class holds 49k characters, and a Python loop over them was half of making a twin."""
+    letter class holds 49k characters, too many for a Python loop."""
     if not chars:
         return ""
     cps = np.sort(np.fromiter(map(ord, chars), dtype=np.int64, count=len(chars)))
@@ -131,7 +131,7 @@ class _Astral:
 # CPython stores a str in 1, 2 or 4 bytes per character, the fewest its characters need (PEP 393),
 # and sys.getsizeof is then a fixed header plus (length + 1) * that width, or more when an UTF-8
 # copy is cached. A size below the 4-byte width proves that no character is above U+FFFF without
-# reading the text (1.6% of encoding non-Latin text); None where the sizes do not follow that rule.
+# reading the text; None where the sizes do not follow that rule.
 _HEADER = sys.getsizeof("\xe9" * 2) - 3
 if sys.getsizeof("\U0001f600" * 2) != _HEADER + 12 or sys.getsizeof("\u0400" * 2) != _HEADER + 6:
     _HEADER = None

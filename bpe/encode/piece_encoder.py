@@ -1,4 +1,5 @@
-"""Text without special tokens -> ids: split with the pattern, merge each new piece, cache the results.
+"""Encoding text without special tokens -> ids: split with the pattern, merge each new piece, cache
+the results.
 
 ``PieceEncoder(ranks, pattern)(text)`` is the hot path of encoding. The cache maps a piece to the
 tuple of its ids; it starts with every token that is whole UTF-8 text (a piece equal to a token
@@ -6,9 +7,9 @@ encodes to that token, as in tiktoken). A block of text costs a ``findall``, one
 (``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
-- one by one in Python (``bytepair``), by the cache's ``__missing__``, while the encoder has met
+- one by one in Python (``rank_merge``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;
-- together, by ``npmerge`` in NumPy, once the pieces it has merged one by one, projected over the
+- together, by ``batch_merge`` in NumPy, once the pieces it has merged one by one, projected over the
   text at hand, cost about as much as building the token table that batch merging needs
   (``table_after`` pieces): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
@@ -24,11 +25,12 @@ from itertools import compress, islice
 
 import numpy as np
 
-from .bytepair import LONG_PIECE, byte_pair_encode, merge_small, utf8
-from .nogc import gc_paused
-from .npmerge import TokenTable, merge_pieces
-from .patterns import segment_cut
-from .split import chunk_finder
+from ..nogc import gc_paused
+from ..split.patterns import segment_cut
+from ..split.twins import chunk_finder
+from ..text import utf8
+from .batch_merge import TokenTable, merge_pieces
+from .rank_merge import LONG_PIECE, byte_pair_encode, merge_small
 
 CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
@@ -38,15 +40,14 @@ BATCH_TARGET = 1 << 14  # pending pieces that waiting blocks gather before they 
 WAIT_CHARS = 1 << 22  # characters that may wait (it bounds the memory of their id lists)
 BATCH_MIN = 128  # fewer new pieces are merged one by one
 # Pieces of LONG_PIECE bytes and more merge one by one (the heap version). Shorter long ones
-# batch: their last rounds finish in Python (npmerge.TAIL), which made 64 bytes too low a bound
-# (10 MB of multilingual text: the merges 244 -> 220 ms with cl100k, 162 -> 153 ms with our 32k).
+# batch too: their last rounds finish in Python anyway (batch_merge.TAIL).
 BATCH_MAX_BYTES = LONG_PIECE
 
 
 def _extend(out: list[int], seqs) -> None:
     """Append the ids of every tuple or list in ``seqs`` to ``out``. ``out.extend`` copies a tuple or
     list at once, where ``out += chain.from_iterable(seqs)`` makes an iterator per piece and appends
-    one id at a time (a third slower over 1.8M pieces)."""
+    one id at a time."""
     deque(map(out.extend, seqs), maxlen=0)
 
 
@@ -133,8 +134,7 @@ class PieceEncoder:
         if len(text) <= ENCODE_BLOCK:
             return self._encode(text)
         # A long text creates many tuples and lists (the ids of new pieces, the lists of ids): the
-        # collector would scan the whole heap for cycles over and over (10% of the time of
-        # encoding 10 MB beside a large heap).
+        # collector would scan the whole heap for cycles over and over.
         with gc_paused():
             return self._encode(text)
 
@@ -236,7 +236,7 @@ class PieceEncoder:
         src = np.repeat(ends[order] - starts[1:], sorted_sizes) + np.arange(starts[-1])
         counts, ids = merge_pieces(self._table, np.frombuffer(data, np.uint8)[src], starts)
         # The ids put back in the pieces' own order in NumPy, so that the lists are filled in turn
-        # (10% of this function's time when each list was looked up in the sorted order).
+        # (not each list looked up in the sorted order).
         back = np.empty_like(order)
         back[order] = np.arange(order.size)
         first = (np.cumsum(counts) - counts)[back]  # where each piece's ids start in ``ids``

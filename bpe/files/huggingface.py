@@ -22,8 +22,9 @@ import os
 import re
 from functools import lru_cache
 
+from ..split.patterns import GPT2_PATTERN, PATTERNS, resolve_pattern
 from .atomic import atomic_write_text
-from .patterns import GPT2_PATTERN, resolve_pattern
+from .jsonio import read_json, read_text, write_json
 
 
 @lru_cache(maxsize=None)
@@ -44,7 +45,8 @@ def unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 
 
-def _to_str(b: bytes) -> str:
+def token_to_str(b: bytes) -> str:
+    """A token's bytes as GPT-2's printable string (space is ``Ġ``), as vocab files store them."""
     enc = bytes_to_unicode()
     return "".join(enc[x] for x in b)
 
@@ -57,30 +59,11 @@ def _to_bytes(s: str, where: str) -> bytes:
         raise ValueError(f"{where}: character {e.args[0]!r} is not in GPT-2's byte-to-unicode table") from None
 
 
-def _read_json(path, what):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise OSError(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}"
-                         " - is the file truncated?") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: {what} is not UTF-8 text") from None
-
-
 def load_gpt2_files(cls, encoder_json, vocab_bpe, pattern=None):
-    encoder = _read_json(encoder_json, "encoder.json")
+    encoder = read_json(encoder_json, "encoder.json")
     if not isinstance(encoder, dict):
         raise ValueError(f"{encoder_json}: expected a JSON object mapping token strings to ids")
-    try:
-        with open(vocab_bpe, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise OSError(f"cannot read vocab.bpe {str(vocab_bpe)!r}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{vocab_bpe}: vocab.bpe is not UTF-8 text") from None
+    lines = read_text(vocab_bpe, "vocab.bpe").splitlines()
     mergeable: set[str] = {c for c in bytes_to_unicode().values()}
     for n, line in enumerate(lines, 1):
         if not line.strip() or (n == 1 and line.startswith("#version")):
@@ -112,11 +95,11 @@ def save_gpt2_files(tok, encoder_json, vocab_bpe) -> None:
     """Write ``encoder.json`` and ``vocab.bpe`` (needs a trained tokenizer's merges)."""
     if tok.merges is None:
         raise ValueError("only a tokenizer with merges (a trained one) can be written as vocab.bpe")
-    vocab = {_to_str(b): i for b, i in sorted(tok.mergeable_ranks.items(), key=lambda x: x[1])}
+    vocab = {token_to_str(b): i for b, i in sorted(tok.mergeable_ranks.items(), key=lambda x: x[1])}
     vocab.update(tok.special_tokens)
     lines = ["#version: 0.2"]
     for a, b in tok.merges:
-        lines.append(f"{_to_str(tok.token_bytes(a))} {_to_str(tok.token_bytes(b))}")
+        lines.append(f"{token_to_str(tok.token_bytes(a))} {token_to_str(tok.token_bytes(b))}")
     atomic_write_text(encoder_json, json.dumps(vocab, ensure_ascii=False))
     atomic_write_text(vocab_bpe, "\n".join(lines) + "\n")
 
@@ -147,7 +130,7 @@ def huggingface_dict(tok) -> dict:
         if f is not None and f in splits:
             splits.remove(f)
             splits.insert(0, f)
-        merges.extend(f"{_to_str(x)} {_to_str(y)}" for x, y in splits)
+        merges.extend(f"{token_to_str(x)} {token_to_str(y)}" for x, y in splits)
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
     if tok.pattern == GPT2_PATTERN:
         pre = dict(byte_level, use_regex=True)  # the same regex, built in
@@ -169,22 +152,20 @@ def huggingface_dict(tok) -> dict:
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-            "vocab": {_to_str(t): i for t, i in by_rank},
+            "vocab": {token_to_str(t): i for t, i in by_rank},
             "merges": merges,
         },
     }
 
 
 def save_huggingface(tok, path: str | os.PathLike) -> None:
-    atomic_write_text(path, json.dumps(huggingface_dict(tok), ensure_ascii=False, indent=1) + "\n")
+    write_json(path, huggingface_dict(tok))
 
 
 # ---- reading tokenizer.json -------------------------------------------------------------------
 def _hf_pattern(pre, path) -> str:
     """The one split pattern of a byte-level pre-tokenizer: ByteLevel with its built-in regex
     (GPT-2), or a Sequence of one Split regex and a ByteLevel without regex (LLaMA-3, Qwen2)."""
-    from .patterns import PATTERNS
-
     def byte_level(step, use_regex):
         if step.get("add_prefix_space"):
             raise ValueError(f"{path}: pre_tokenizer ByteLevel has add_prefix_space=true, which is not implemented")
@@ -271,7 +252,7 @@ def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, i
 
 def load_huggingface(cls, path: str | os.PathLike):
     """A Tokenizer from a Hugging Face byte-level BPE ``tokenizer.json``; ids are the file's."""
-    d = _read_json(path, "tokenizer.json")
+    d = read_json(path, "tokenizer.json")
     if not isinstance(d, dict):
         raise ValueError(f"{path}: expected a JSON object at the top level")
     ranks, pattern, specials = huggingface_parts(d, path)

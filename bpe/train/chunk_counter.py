@@ -1,8 +1,8 @@
-"""One process's chunk counter: text -> {chunk: count}, in bounded memory.
+"""Training, counting in one process: text -> {chunk: count}, in bounded memory.
 
 ``ChunkCounter`` gets exactly ``Counter(regex.findall(pattern, text))`` summed over the texts
 it is fed, but fast: texts are first cut into segments at provable chunk boundaries
-(``patterns.segment_splitter``), identical segments (repeated lines of code, say) are counted
+(``split.patterns.segment_splitter``), identical segments (repeated lines of code, say) are counted
 as strings, and only distinct segments go through the regex. Where the first PROBE_CHARS
 characters repeat too few segments for that to pay, the rest of the texts go straight through
 the regex. The segment table is flushed into the chunk table when it grows past a limit, so
@@ -17,13 +17,11 @@ from bisect import bisect_right
 from collections import Counter
 from itertools import accumulate, compress
 from operator import not_
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
-import regex
-
-from .bytepair import repair_surrogates
-from .patterns import segment_splitter
-from .split import chunk_finder, has_astral
+from ..split.patterns import segment_splitter
+from ..split.twins import chunk_finder, has_astral
+from ..text import alternation, repair_surrogates
 
 MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts
 PROBE_CHARS = 512 << 10  # characters counted through segments before choosing whether to go on so
@@ -43,10 +41,9 @@ class ChunkCounter:
 
     def __init__(self, pattern: str, special_tokens: Iterable[str] = ()):
         self.pattern = pattern
-        specials = sorted(set(special_tokens), key=len, reverse=True)
         # Special-token text in the corpus separates documents and is not learned from.
-        self._specials = specials
-        self._special_split = regex.compile("|".join(map(regex.escape, specials))).split if specials else None
+        self._specials = sorted(set(special_tokens))
+        self._special_split = alternation(self._specials).split if self._specials else None
         self._findall = chunk_finder(pattern)
         self._split = segment_splitter(pattern)
         self._segments: Counter[str] = Counter()  # regular segments
@@ -93,20 +90,13 @@ class ChunkCounter:
             self.flush()
 
     def _choose(self) -> None:
-        """Go on cutting texts into segments only if repeated segments saved enough so far. Cutting
-        and counting them costs about a third of pre-tokenizing the text. Counting 50 MB on two
-        processes: code, whose distinct segments hold 75-77% of each worker's first 4 Mi
-        characters, 1.1 s without cutting against 1.7-2.0 s with; translated text (90%) 1.9 s
-        without (3.0 s CPU with, on one process); English prose with its repeated licences (80%
-        and 39% in the two workers' first 4 Mi, 32% over the whole corpus) 1.0-1.3 s whether its
-        first worker cuts or not. The probe's own segments are pre-tokenized at the end, and a
-        probe of 512 Ki characters instead of 4 Mi took code 1.16 -> 0.93-0.96 s, translated
-        text 2.1 -> 1.7-1.8 s and prose 1.20 -> 1.10-1.25 s."""
+        """Go on cutting texts into segments only if repeated segments saved enough so far: cutting
+        and counting them costs about a third of pre-tokenizing the text."""
         self._probe_at = None
         distinct = sum(map(len, self._segments)) + sum(map(len, self._ends))
         if distinct > DIRECT_SHARE * self._cut_chars:
             self._split = None
-            self.flush()  # now, not in the serial tail of counting (0.05 s per process on translations)
+            self.flush()  # now, not in the serial tail of counting
 
     def flush(self) -> None:
         """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
@@ -140,6 +130,16 @@ class ChunkCounter:
         return self.chunks
 
 
+def add_counts(total: Counter[str], part: Mapping[str, int]) -> None:
+    """Add the counts ``part`` into ``total`` (into an empty one: one update in C)."""
+    if not total:
+        total.update(part)
+        return
+    get = total.get
+    for k, v in part.items():
+        total[k] = get(k, 0) + v
+
+
 def _count(counts: Counter[str], chunks: list[str], times: int) -> None:
     """Add each of ``chunks`` ``times`` times to ``counts`` (once: one update in C)."""
     if times == 1:
@@ -151,8 +151,7 @@ def _count(counts: Counter[str], chunks: list[str], times: int) -> None:
 
 def _batches(segs: list[str]) -> Iterator[list[str]]:
     """``segs`` in runs of about BATCH_CHARS characters: the chunks of one run, and the strs
-    they are made of, stay in the processor's cache while they are counted (one run of all the
-    segments of a 30 MB corpus counted 2.5x slower)."""
+    they are made of, stay in the processor's cache while they are counted."""
     if len(segs) < 2:
         yield segs
         return

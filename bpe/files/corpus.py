@@ -10,6 +10,8 @@
   newline that is followed by a letter or digit (a chunk boundary for every built-in
   split pattern), so a file of any size streams in bounded memory. Bytes that are not
   UTF-8 become U+FFFD, with a warning naming the file and the byte offset.
+- ``block_ranges(files, sizes)``: the files as byte ranges of about a block, which
+  ``read_blocks`` turns into text that tiles each file: the shares of counting processes.
 """
 from __future__ import annotations
 
@@ -95,12 +97,31 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_b
     return out
 
 
+def file_sizes(files: Iterable[str | os.PathLike]) -> list[int]:
+    """Each file's size in bytes; an unreadable file is an OSError that names it."""
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(os.path.getsize(f))
+        except OSError as e:
+            raise OSError(f"cannot read corpus file {str(f)!r}: {e.strerror or e}") from None
+    return sizes
+
+
+def block_ranges(files: Iterable[str | os.PathLike], sizes: Iterable[int]) -> list[tuple[str, int, int]]:
+    """``(path, start, end)`` byte ranges of BLOCK_BYTES (the last of a file shorter; an empty
+    file one empty range) that tile each file: ``read_blocks(path, start, end)`` of them gives
+    the file's text exactly once."""
+    return [(str(f), s, min(s + BLOCK_BYTES, size)) for f, size in zip(files, sizes)
+            for s in range(0, max(size, 1), BLOCK_BYTES)]
+
+
 def _first_cut(f, q: int, size: int, step: int = 1 << 16) -> int:
     r"""Offset of the first cut at or after ``q``, or ``size`` when there is none.
 
     A cut is just after a newline with a printable ASCII byte (not a space) before it and an
     ASCII letter or digit after it. Such a newline is a chunk of its own (or ends one, as in
-    GPT-4's ":\n") under every pattern of bpe.patterns, so pre-tokenizing the two sides apart
+    GPT-4's ":\n") under every pattern of bpe.split.patterns, so pre-tokenizing the two sides apart
     gives the chunks of the whole. Whitespace before it would not do: GPT-2's ``\s+(?!\S)``
     splits "\n\nclass" into "\n", "\n" but keeps a block's final "\n\n" whole.
     """
@@ -165,7 +186,7 @@ def read_blocks(
     so ranges that tile ``[0, size)`` tile the text exactly. A file without any cut is one
     block.
     """
-    from .patterns import has_safe_cuts
+    from ..split.patterns import has_safe_cuts
 
     if pattern is not None and not has_safe_cuts(pattern):
         block_bytes = 1 << 62

@@ -1,4 +1,4 @@
-"""Rank-ordered byte-pair merging of one piece, exactly as tiktoken does it.
+"""Encoding, one piece at a time: rank-ordered byte-pair merging, exactly as tiktoken does it.
 
 Given ``ranks`` (token bytes -> rank) and the bytes of one pre-tokenized piece, start
 from single bytes and repeatedly merge the adjacent pair whose concatenation has the
@@ -8,9 +8,9 @@ token. The ids of the final parts are their ranks.
 Two implementations with identical output: ``merge_small`` keeps the pair ranks in a
 list (``min``/``index`` run in C; O(n^2) but fastest for the short pieces that make up
 almost all text) and ``merge_long``, a linked list of parts plus a heap of candidate
-pairs with lazy invalidation, O(n log n), so a 1,000,000-byte run of one character costs
-about a second instead of hours. ``merge_parts`` is ``merge_small``'s loop resumed from parts
-already merged (``npmerge`` finishes its last few pieces with it).
+pairs with lazy invalidation, O(n log n), so that a run of a million equal bytes stays cheap.
+``merge_parts`` is ``merge_small``'s loop resumed from parts already merged (``batch_merge``
+finishes its last few pieces with it).
 """
 from __future__ import annotations
 
@@ -98,32 +98,6 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
         out.append(ranks[b[s:e]])
         s = e
     return out
-
-
-def repair_surrogates(text: str) -> str:
-    """``text`` with surrogate pairs joined into their code points and lone surrogates as U+FFFD.
-
-    tiktoken does this to the whole text before splitting it, so a pair that spells a letter
-    (``"\\ud835\\udfce"``, a mathematical digit) is split as that letter, not as two punctuation
-    characters. Text without surrogates (all valid text) comes back as it is.
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def utf8(piece: str) -> bytes:
-    """UTF-8 bytes of a piece. Surrogates U+DC80..U+DCFF are the raw bytes that
-    ``encode_bytes`` escaped (``surrogateescape``); other lone surrogates (text that skipped
-    ``repair_surrogates``) become U+FFFD."""
-    try:
-        return piece.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return repair_surrogates(piece).encode("utf-8", "surrogateescape")
 
 
 def byte_pair_encode(ranks: dict[bytes, int], b: bytes) -> list[int]:

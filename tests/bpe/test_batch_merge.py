@@ -1,23 +1,24 @@
-"""Batch merging in NumPy (bpe.npmerge) gives the ids of the one-by-one merge on every piece,
+"""Batch merging in NumPy (bpe.encode.batch_merge) gives the ids of the one-by-one merge on every piece,
 and encoding through it equals tiktoken's."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import bpe.pieces
+import bpe.encode.piece_encoder as piece_encoder
 from bpe import Tokenizer
-from bpe.patterns import PATTERNS
-from bpe.bytepair import merge_small
-from bpe.npmerge import INF, TokenTable, merge_pieces, span_words
+from bpe.split.patterns import PATTERNS
+from bpe.encode.rank_merge import merge_small
+from bpe.encode.batch_merge import INF, TokenTable, merge_pieces
+from bpe.text import span_words
 
 from .conftest import PROSE
 
 tiktoken = pytest.importorskip("tiktoken")
 
 # Pieces from a small alphabet repeat pairs, so merges overlap ('aaa'), chain and tie; long ones
-# up to the longest that encoding batches (bpe.pieces.BATCH_MAX_BYTES).
+# up to the longest that encoding batches (piece_encoder.BATCH_MAX_BYTES).
 pieces = st.lists(st.binary(min_size=1, max_size=70) | st.text("ab \n", min_size=1, max_size=40).map(str.encode)
-                  | st.text("ab a\0", min_size=64, max_size=bpe.pieces.BATCH_MAX_BYTES - 1).map(str.encode)
+                  | st.text("ab a\0", min_size=64, max_size=piece_encoder.BATCH_MAX_BYTES - 1).map(str.encode)
                   | st.sampled_from([b"aaa", b"aaaa", b"    ", b"abab", b"\x00\x00", b"a\x00", b"\xff\xfe"]),
                   min_size=1, max_size=40)
 unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300) | st.lists(
@@ -74,12 +75,12 @@ def test_the_token_table_of_cl100k_finds_every_token(cl100k_path):
 
 
 def test_tokens_whose_hashes_collide_are_merged_one_by_one(tok4, monkeypatch, corpus_texts):
-    import bpe.npmerge
+    import bpe.encode.batch_merge as batch_merge
 
-    monkeypatch.setattr(bpe.npmerge, "_mix", lambda hi, lo, size: np.zeros_like(size))
+    monkeypatch.setattr(batch_merge, "_mix", lambda hi, lo, size: np.zeros_like(size))
     with pytest.raises(ValueError):
         TokenTable(tok4.mergeable_ranks)
-    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 1 << 30)  # the table is wanted from the first piece
+    monkeypatch.setattr(piece_encoder, "TABLE_COST", 1 << 30)  # the table is wanted from the first piece
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
     text = corpus_texts[3] + PROSE
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
@@ -91,19 +92,19 @@ def test_tokens_whose_hashes_collide_are_merged_one_by_one(tok4, monkeypatch, co
 @given(batch=pieces, tail=st.sampled_from([0, 3, 1 << 30]))
 def test_batch_merge_equals_the_one_by_one_merge(tok4, odd_ranks, batch, tail):
     """In NumPy to the end (tail 0), the last few pieces in Python, or all of them in Python."""
-    import bpe.npmerge
+    import bpe.encode.batch_merge as batch_merge
 
-    old, bpe.npmerge.TAIL = bpe.npmerge.TAIL, tail
+    old, batch_merge.TAIL = batch_merge.TAIL, tail
     try:
         for ranks in (tok4.mergeable_ranks, odd_ranks):
             assert by_batch(TokenTable(ranks), batch) == [merge_small(ranks, b) for b in batch]
     finally:
-        bpe.npmerge.TAIL = old
+        batch_merge.TAIL = old
 
 
 @pytest.mark.parametrize("tail", [0, 32])
 def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_texts, monkeypatch, tail):
-    monkeypatch.setattr("bpe.npmerge.TAIL", tail)
+    monkeypatch.setattr("bpe.encode.batch_merge.TAIL", tail)
     tok = Tokenizer.from_tiktoken(cl100k_path)
     ranks = tok.mergeable_ranks
     batch = sorted({p.encode() for t in corpus_texts for p in tok._ordinary.findall(t)} - set(ranks))
@@ -114,10 +115,10 @@ def test_batch_merge_of_cl100k_equals_the_one_by_one_merge(cl100k_path, corpus_t
 @pytest.fixture
 def always_batch(monkeypatch):
     """Every block waits and every new piece goes through the NumPy merge."""
-    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 1 << 30)
-    monkeypatch.setattr(bpe.pieces, "BATCH_MIN", 1)
-    monkeypatch.setattr(bpe.pieces, "BATCH_TARGET", 50)
-    monkeypatch.setattr(bpe.pieces, "ENCODE_BLOCK", 64)
+    monkeypatch.setattr(piece_encoder, "TABLE_COST", 1 << 30)
+    monkeypatch.setattr(piece_encoder, "BATCH_MIN", 1)
+    monkeypatch.setattr(piece_encoder, "BATCH_TARGET", 50)
+    monkeypatch.setattr(piece_encoder, "ENCODE_BLOCK", 64)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -140,10 +141,10 @@ any_text = st.text(max_size=200) | st.lists(st.sampled_from(
 @given(text=any_text)
 def test_batching_from_the_middle_of_a_call_equals_tiktoken_for_every_pattern(
         tok_by_pattern, monkeypatch, name, text):
-    monkeypatch.setattr(bpe.pieces, "TABLE_COST", 40)  # 10 pieces merged one by one, then batches
-    monkeypatch.setattr(bpe.pieces, "BATCH_MIN", 1)
-    monkeypatch.setattr(bpe.pieces, "BATCH_TARGET", 7)
-    monkeypatch.setattr(bpe.pieces, "ENCODE_BLOCK", 16)
+    monkeypatch.setattr(piece_encoder, "TABLE_COST", 40)  # 10 pieces merged one by one, then batches
+    monkeypatch.setattr(piece_encoder, "BATCH_MIN", 1)
+    monkeypatch.setattr(piece_encoder, "BATCH_TARGET", 7)
+    monkeypatch.setattr(piece_encoder, "ENCODE_BLOCK", 16)
     tok = tok_by_pattern(PATTERNS[name])
     fresh = Tokenizer(tok.mergeable_ranks, tok.pattern)
     assert fresh._ordinary.table_after == 10
@@ -155,11 +156,11 @@ def test_batching_from_the_middle_of_a_call_equals_tiktoken_for_every_pattern(
 
 
 def test_batches_keep_escaped_bytes_long_pieces_and_a_full_cache(tok4, always_batch, monkeypatch, corpus_texts):
-    monkeypatch.setattr(bpe.pieces, "CACHE_LIMIT", 30)
+    monkeypatch.setattr(piece_encoder, "CACHE_LIMIT", 30)
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
     data = ("x" * 300 + " " + "é" * 80 + " ").encode() + b"\xff\xfe caf\xe9 " + corpus_texts[2].encode()
     assert fresh.decode_bytes(fresh.encode_bytes(data)) == data
-    assert max(map(len, fresh._ordinary.cache)) <= bpe.pieces.MAX_CACHED_PIECE  # "x" * 300 is not kept
+    assert max(map(len, fresh._ordinary.cache)) <= piece_encoder.MAX_CACHED_PIECE  # "x" * 300 is not kept
     text = corpus_texts[1] + PROSE + "aaaa" * 40
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
@@ -192,7 +193,7 @@ _INT64 = st.integers(-2**63, 2**63 - 1) | st.integers(-3, 2**40)  # -1 is the ta
 
 @given(keys=st.sets(_INT64, max_size=300), asked=st.lists(_INT64, max_size=50))
 def test_the_hash_table_finds_every_key_also_in_crowded_buckets(keys, asked):
-    from bpe.npmerge import _Buckets
+    from bpe.encode.batch_merge import _Buckets
 
     keys = np.array(sorted(keys), dtype=np.int64)
     table = _Buckets(keys, load=0)  # 16 buckets: many keys share one

@@ -1,7 +1,8 @@
-"""``mpiexec -n N bpe train --input ...``: every rank counts a share of the inputs, rank 0 trains.
+"""Training across MPI ranks, ``mpiexec -n N bpe train --input ...``: every rank counts a share
+of the inputs, rank 0 trains.
 
-The files are cut into byte ranges of about ``BLOCK_BYTES`` (``corpus.read_blocks`` ranges tile a
-file's text exactly, at cuts that are chunk boundaries), range ``k`` goes to rank ``k % N``, and
+The files are cut into byte ranges of about a block (``files.corpus.block_ranges``: ranges whose
+text tiles each file exactly, cut at chunk boundaries), range ``k`` goes to rank ``k % N``, and
 each rank sends its chunk counts to rank 0 as JSON in raw byte buffers (not pickled). Counts add
 up, so rank 0 learns the same merges as one process over all inputs; only rank 0 writes files.
 Memory on every rank is bounded by the number of distinct chunks it holds.
@@ -17,8 +18,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from .chunkcount import ChunkCounter
-from .corpus import BLOCK_BYTES, read_blocks
+from ..files.corpus import block_ranges, file_sizes, read_blocks
+from .chunk_counter import ChunkCounter, add_counts
 
 # Environment variables by which launchers announce the job size (MPICH/hydra, Open MPI, PMIx).
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
@@ -46,17 +47,9 @@ def world():
     return (comm, comm.Get_rank(), comm.Get_size()) if comm.Get_size() > 1 else None
 
 
-def _ranges(files: list[Path]) -> list[tuple[str, int, int]]:
-    out = []
-    for f in files:
-        size = os.path.getsize(f)
-        out += [(str(f), s, min(s + BLOCK_BYTES, size)) for s in range(0, max(size, 1), BLOCK_BYTES)]
-    return out
-
-
 def _count_share(files: list[Path], pattern: str, specials: list[str], rank: int, size: int) -> Counter:
     counter = ChunkCounter(pattern, specials)
-    for k, (path, start, end) in enumerate(_ranges(files)):
+    for k, (path, start, end) in enumerate(block_ranges(files, file_sizes(files))):
         if k % size == rank:
             for block in read_blocks(path, start, end, pattern=pattern):
                 counter.add(block)
@@ -98,6 +91,5 @@ def count_files_across_ranks(files: list[Path], pattern: str, specials: list[str
         return None
     total: Counter[str] = Counter()
     for d in decoded:
-        for c, n in d["ok"].items():
-            total[c] += n
+        add_counts(total, d["ok"])
     return total

@@ -1,9 +1,10 @@
-"""Encoding many texts in worker processes."""
+"""Encoding many texts in worker processes (``Tokenizer.encode_batch``)."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 from concurrent.futures import ProcessPoolExecutor
+
+from ..workers import default_workers
 
 _TOK = None
 
@@ -20,12 +21,7 @@ def _encode_many(args) -> list[list[int]]:
 
 def encode_batch(tok, texts: list[str], workers, allowed_special, disallowed_special) -> list[list[int]]:
     """Encode ``texts`` in order; one process when small or ``workers == 1``."""
-    if workers is None:
-        try:
-            workers = len(os.sched_getaffinity(0))
-        except AttributeError:
-            workers = os.cpu_count() or 1
-    workers = max(1, int(workers))
+    workers = default_workers() if workers is None else max(1, int(workers))
     total = sum(len(t) for t in texts)
     if workers == 1 or len(texts) < 2 or total < (1 << 20):
         return [tok.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special)

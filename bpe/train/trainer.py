@@ -1,4 +1,5 @@
-"""Training a Tokenizer: check the arguments, count chunks, learn merges (``merges.py``), build it."""
+"""Training, the entry point: check the arguments, count chunks (``parallel_count``), learn merges
+(``merge_learner``), build the Tokenizer."""
 from __future__ import annotations
 
 import os
@@ -8,11 +9,11 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
-from .corpus import default_corpus_files, expand_inputs
-from .chunktable import ChunkTable
-from .count import count_files, count_texts
-from .patterns import resolve_pattern
-from .merges import train_merges
+from ..files.corpus import default_corpus_files, expand_inputs
+from ..split.patterns import resolve_pattern
+from .chunk_table import ChunkTable
+from .merge_learner import train_merges
+from .parallel_count import count_files, count_texts
 
 
 class Progress:
@@ -39,7 +40,7 @@ class Progress:
         sys.stderr.flush()
 
 
-def _special_ids(special_tokens, vocab_size: int) -> tuple[list[str], dict[str, int] | None]:
+def _special_ids(special_tokens) -> tuple[list[str], dict[str, int] | None]:
     """Names in order, and explicit ids when a mapping was given."""
     if isinstance(special_tokens, str):
         special_tokens = [special_tokens]
@@ -84,7 +85,7 @@ def _check(vocab_size, pattern, special_tokens, min_frequency):
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
     pattern = resolve_pattern(pattern)
-    names, explicit = _special_ids(special_tokens, vocab_size)
+    names, explicit = _special_ids(special_tokens)
     if vocab_size < 256 + len(names):
         raise ValueError(
             f"vocab_size={vocab_size} is too small: it must be at least 256 (one token per byte)"
@@ -168,7 +169,7 @@ def train_from_chunk_counts(cls, counts, vocab_size, pattern, special_tokens, mi
 def train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_frequency, verbose, progress):
     """Train on the merged chunk counts of ``bpe count`` files: the tokenizer of one run over
     all their shards. The pattern and special tokens are the files' own (given ones must agree)."""
-    from .countfile import load_counts
+    from .counts_file import load_counts
 
     log = _logger(verbose)
     counts, file_pattern, file_specials = load_counts(paths, log)
@@ -177,7 +178,7 @@ def train_from_count_files(cls, paths, vocab_size, pattern, special_tokens, min_
                          f"{resolve_pattern(pattern)[:60]!r}; count again or leave the pattern out")
     if special_tokens is None:
         special_tokens = file_specials
-    elif sorted(_special_ids(special_tokens, vocab_size)[0]) != sorted(file_specials):
+    elif sorted(_special_ids(special_tokens)[0]) != sorted(file_specials):
         raise ValueError(f"the count files were made with special tokens {file_specials}, which split "
                          f"the documents; the given {list(special_tokens)} differ: count again or leave them out")
     return train_from_chunk_counts(cls, counts, vocab_size, file_pattern, special_tokens, min_frequency,

@@ -1,4 +1,4 @@
-"""tiktoken's special-token policy: which special-token text becomes its id, and which is refused.
+"""Encoding, tiktoken's special-token policy: which special-token text becomes its id, which is refused.
 
 ``allowed_special``: the special tokens whose text in the input becomes their id: ``"all"``
 or a set of their strings (default: none). ``disallowed_special``: strings whose presence in
@@ -58,12 +58,6 @@ def special_policy(specials: Mapping[str, int], allowed_special: Allowed,
     else:
         disallowed = _as_set(disallowed_special, "disallowed_special")
     return allowed, disallowed
-
-
-def alternation(strings: AbstractSet[str]) -> regex.Pattern:
-    """A regex matching any of ``strings``, the longest first so that a prefix never wins."""
-    alts = sorted(strings, key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(s) for s in alts))
 
 
 def check_disallowed(text: str, finder: regex.Pattern | None) -> None:

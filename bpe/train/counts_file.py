@@ -1,4 +1,5 @@
-"""Chunk-count files: what ``bpe count`` writes for one shard and ``bpe train --counts`` merges.
+"""Training from shards, chunk-count files: what ``bpe count`` writes for one shard and
+``bpe train --counts`` merges.
 
 Training needs only how often each distinct pre-tokenized chunk occurs, and counts add up:
 the counts of shards counted apart (by a shell loop, a cluster job array, MPI ranks) sum to
@@ -20,8 +21,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Callable
 
-from .atomic import atomic_write_text
-from .formats import read_json
+from ..files.atomic import atomic_write_text
+from ..files.corpus import expand_inputs
+from ..files.jsonio import read_json
+from .chunk_counter import add_counts
 
 FORMAT = "bpe-chunk-counts"
 VERSION = 1
@@ -59,8 +62,6 @@ def read_counts(path: str | os.PathLike) -> tuple[dict[str, int], str, list[str]
 
 def count_file_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Count files named by paths and globs (``'counts.*'``), sorted, each once."""
-    from .corpus import expand_inputs
-
     files = expand_inputs(paths, skip_binary=False)
     if not files:
         raise FileNotFoundError(f"no chunk-count files in {paths!r}")
@@ -84,11 +85,6 @@ def load_counts(paths, log: Callable[[str], None] = lambda msg: None) -> tuple[C
             what = "split pattern" if pattern != first[1] else "special tokens"
             raise ValueError(f"{f} and {first[0]} were counted with different {what}; "
                              "counts merge only under the same pattern and special tokens")
-        if total:
-            get = total.get
-            for c, n in chunks.items():
-                total[c] = get(c, 0) + n
-        else:
-            total.update(chunks)
+        add_counts(total, chunks)
     log(f"{len(total):,} distinct chunks ({sum(total.values()):,} in all) from {len(files)} count file(s)")
     return total, first[1], first[2]

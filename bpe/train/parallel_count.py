@@ -1,6 +1,6 @@
-"""Counting pre-tokenized chunks in parallel: files or texts -> {chunk: count}.
+"""Training, counting in parallel: files or texts -> {chunk: count}.
 
-``count_files`` and ``count_texts`` drive one or several ``chunkcount.ChunkCounter``s (which
+``count_files`` and ``count_texts`` drive one or several ``chunk_counter.ChunkCounter``s (which
 count one process's share exactly and in bounded memory): with ``workers > 1`` they start
 worker processes that each count their share (file byte ranges, or batches of texts) and send
 back one table each.
@@ -17,21 +17,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .chunkcount import ChunkCounter
-from .chunktable import ChunkTable
-from .corpus import BLOCK_BYTES, read_blocks
-from .nogc import gc_paused
+from ..files import corpus
+from ..files.corpus import block_ranges, file_sizes, read_blocks
+from ..nogc import gc_paused
+from ..workers import default_workers
+from .chunk_counter import ChunkCounter, add_counts
+from .chunk_table import ChunkTable
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting processes costs more than it saves
-
-
-def _merge_into(total: Counter[str], part: dict[str, int]) -> None:
-    if not total:
-        total.update(part)
-        return
-    get = total.get
-    for k, v in part.items():
-        total[k] = get(k, 0) + v
 
 
 def _result(counter: ChunkCounter, table: bool) -> Counter[str] | ChunkTable:
@@ -134,20 +127,13 @@ class _Pool:
         if isinstance(own, ChunkTable):
             return ChunkTable.join(parts)
         for part in parts[1:]:
-            _merge_into(own, part)
+            add_counts(own, part)
         return own
 
     def kill(self) -> None:
         for p in self.procs:
             if p.is_alive():
                 p.terminate()
-
-
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @gc_paused()
@@ -157,12 +143,7 @@ def count_files(
 ) -> Counter[str] | ChunkTable:
     """Chunk counts of the given files (each file one document), in worker processes when large;
     as a ChunkTable where ``table`` is true (what training reads)."""
-    sizes = []
-    for f in files:
-        try:
-            sizes.append(os.path.getsize(f))
-        except OSError as e:
-            raise OSError(f"cannot read corpus file {str(f)!r}: {e.strerror or e}") from None
+    sizes = file_sizes(files)
     total = sum(sizes)
     workers = default_workers() if workers is None else max(1, int(workers))
     if workers == 1 or total < PARALLEL_MIN_BYTES:
@@ -176,9 +157,8 @@ def count_files(
     # Byte ranges of about one block each, so work spreads evenly over the processes.
     pool = _Pool(pattern, tuple(special_tokens), workers, table)
     try:
-        for f, size in zip(files, sizes):
-            for start in range(0, max(size, 1), BLOCK_BYTES):
-                pool.put(("file", str(f), start, min(start + BLOCK_BYTES, size)))
+        for path, start, end in block_ranges(files, sizes):
+            pool.put(("file", path, start, end))
         return pool.finish(ChunkTable.of({}) if table else Counter())
     finally:
         pool.kill()
@@ -195,8 +175,7 @@ SHARES_PER_WORKER = 32  # the smallest share is this many times smaller than a p
 def _shares(sizes: list[int], workers: int) -> list[tuple[int, int]]:
     """Runs ``(start, end)`` of the texts of these sizes, each about 1 / (2 * workers) of what is
     left and at least 1 / (workers * SHARES_PER_WORKER) of all: big shares while every process is
-    busy, small ones at the end, so that the processes end within a small share of each other
-    (equal shares of 1/16 left this process waiting 0.1-0.16 s for a worker on 50 MB)."""
+    busy, small ones at the end, so that the processes end within a small share of each other."""
     least = sum(sizes) / (workers * SHARES_PER_WORKER)
     bounds, acc, left = [0], 0, sum(sizes)
     for i, s in enumerate(sizes[:-1]):
@@ -225,14 +204,14 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
                   special_tokens: Iterable[str], table: bool) -> Counter[str] | ChunkTable:
     """Chunk counts of distinct texts ``(text, times)`` in ``workers`` processes: this one and
     forked workers that inherit the list, all claiming contiguous shares (``_shares``) until none
-    is left (a fixed share each left this process waiting 0.1-0.3 s for the slowest on 50 MB)."""
+    is left, so that no process waits long for the slowest."""
     global _SHARED_TEXTS, _SHARED_SHARES, _SHARED_NEXT
     _SHARED_TEXTS, _SHARED_SHARES = texts, _shares([len(t) for t, _ in texts], workers)
     _SHARED_NEXT = mp.get_context("fork").Value("q", 0)
     pool = None
     try:
         # The counter first: the workers inherit its compiled pattern (its twin's character
-        # classes are probed once per process, 0.13-0.2 s)
+        # classes are probed once per process)
         own = ChunkCounter(pattern, special_tokens)
         pool = _Pool(pattern, tuple(special_tokens), workers - 1, table)
         for _ in range(workers - 1):
@@ -249,13 +228,36 @@ def _count_shared(texts: list[tuple[str, int]], pattern: str, workers: int,
     return out
 
 
+def _check_text(text, i: int) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+
+
+def _send_rest(pool: _Pool, numbered, seen: int, progress) -> None:
+    """Send the texts left in ``numbered`` (``(item, text)`` pairs) to the workers in batches of
+    about ``corpus.BLOCK_BYTES`` characters; ``seen``: characters counted before them."""
+    batch: list[str] = []
+    size = 0
+    for i, text in numbered:
+        _check_text(text, i)
+        batch.append(text)
+        size += len(text)
+        if size >= corpus.BLOCK_BYTES:
+            pool.put(("texts", batch))
+            seen += size
+            if progress:
+                progress(seen)
+            batch, size = [], 0
+    if batch:
+        pool.put(("texts", batch))
+
+
 @gc_paused()  # texts in memory: no user code runs meanwhile (a stream's generator might make cycles)
 def _count_list(texts, pattern: str, workers: int, progress, special_tokens: Iterable[str],
                 table: bool) -> Counter[str] | ChunkTable:
     """``count_texts`` of texts in memory already: each distinct text counted once, weighted."""
     for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+        _check_text(text, i)
     distinct = list(Counter(texts).items())
     total = sum(len(t) * n for t, n in distinct)
     if workers > 1 and "fork" in mp.get_all_start_methods() and total > PARALLEL_MIN_BYTES:
@@ -291,8 +293,7 @@ def count_texts(
     pool = None
     try:
         for i, text in enumerate(it):
-            if not isinstance(text, str):
-                raise TypeError(f"training texts must be str, got {type(text).__name__} at item {i}")
+            _check_text(text, i)
             counter.add(text)
             if progress and i % 64 == 0:
                 progress(counter.n_bytes)
@@ -301,22 +302,7 @@ def count_texts(
                 break
         out = _result(counter, table)
         if pool is not None:
-            batch: list[str] = []
-            size = 0
-            seen = counter.n_bytes
-            for text in it:
-                if not isinstance(text, str):
-                    raise TypeError(f"training texts must be str, got {type(text).__name__}")
-                batch.append(text)
-                size += len(text)
-                if size >= BLOCK_BYTES:
-                    pool.put(("texts", batch))
-                    seen += size
-                    if progress:
-                        progress(seen)
-                    batch, size = [], 0
-            if batch:
-                pool.put(("texts", batch))
+            _send_rest(pool, enumerate(it, i + 1), counter.n_bytes, progress)
             out = pool.finish(out)
     finally:
         if pool is not None:

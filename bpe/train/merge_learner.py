@@ -1,4 +1,4 @@
-"""The incremental merge learner: chunk counts in, merges out.
+"""Training, the merge learner: chunk counts in, merges out (incremental, in Python).
 
 Data structures (a corpus of C distinct chunks):
 
@@ -31,10 +31,8 @@ for each occurrence it moves the counts of the neighbour pairs ``(x, a) -> (x, c
 pair (listing it once per occurrence made training quadratic in the chunk's length).
 
 The first merges, whose pairs occur in tens of thousands of chunks, run in NumPy instead
-(arraymerge.py: the same counts and merges, a few array passes per merge); the state is handed
-to the loop above once the merges' pairs occur in few places. The merges of 50 MB to 32,768
-ids, the loop alone as it was before the NumPy phase (714e40b, processes alternating) against
-both phases now: code 1.70-1.76 -> 1.0-1.1 s, translations 8.8-9.5 -> 3.4-3.8 s.
+(``early_merges``: the same counts and merges, a few array passes per merge); the state is handed
+to the loop above once the merges' pairs occur in few places.
 """
 from __future__ import annotations
 
@@ -44,11 +42,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .arraymerge import MASK, SHIFT, ArrayMerges, word_pairs
-from .chunktable import ChunkTable
-from .nogc import gc_paused
+from ..nogc import gc_paused
+from .chunk_table import ChunkTable
+from .early_merges import MASK, SHIFT, ArrayMerges, word_pairs
 
-# Merges run in NumPy (arraymerge.py) until their pairs start at fewer than this many
+# Merges run in NumPy (early_merges.py) until their pairs start at fewer than this many
 # positions on average (a running mean over about 64 merges); the Python loop runs the rest.
 # An array pass costs microseconds however few the positions.
 ARRAY_MIN = 30
@@ -71,8 +69,7 @@ def _lowered(floor: int, min_frequency: int, pairs: dict[int, int], keys: np.nda
 
 
 # The loop makes a list and a dict per merge and the pair counts' dict holds 100,000s of ints:
-# none can form a cycle, and the collector's scans of such objects were 12% of training 50 MB
-# of code.
+# none can form a cycle, so the collector's scans of them would be wasted.
 @gc_paused()
 def train_merges(
     chunk_counts: Mapping[str | bytes, int] | ChunkTable,
@@ -118,11 +115,9 @@ def train_merges(
         return h
 
     # Pairs counted below `floor` are neither pushed nor kept: most pairs a merge makes are rare,
-    # and a dict of fewer pairs is faster to read (on 50 MB of translations 205k pairs at the
-    # hand-over instead of 428k; a read took 272 ns in a dict of 155k random keys, 546 in one of
-    # 430k). A pair's count only grows in the merge that makes it, so one below the floor stays
-    # there; once no pair above it is left, the floor is lowered, every pair counted again and
-    # the heap rebuilt.
+    # and a dict of fewer pairs is faster to read. A pair's count only grows in the merge that
+    # makes it, so one below the floor stays there; once no pair above it is left, the floor is
+    # lowered, every pair counted again and the heap rebuilt.
     floor = max(min_frequency, PUSH_MIN)
     heap = heap_of(floor)
 

@@ -1,43 +1,42 @@
-"""Byte-pair merging of many pieces at once, in NumPy, with tiktoken's result for each piece.
+"""Encoding, many pieces at once: rank-ordered merging in NumPy, tiktoken's result for each piece.
 
 ``TokenTable(ranks)`` finds the rank of the token that a span of bytes spells, for a whole array of
 spans at once: a token of up to 16 bytes is its bytes as two 64-bit words and its length, kept in a
 hash table that NumPy reads; a span's words are read from the piece bytes directly (a big-endian
 word starts at every byte), so comparing them with the token's is exact. The rare longer spans are
-looked up in ``ranks`` itself. Building the table hashes each token once (about 20 ms for a 100k
-vocabulary), so batch merging pays from a few thousand new pieces.
+looked up in ``ranks`` itself. Building the table hashes each token once, so batch merging pays
+only from a few thousand new pieces.
 
-``merge_pieces(table, data, starts)`` runs ``bytepair.merge_small`` on all pieces together: in
+``merge_pieces(table, data, starts)`` runs ``rank_merge.merge_small`` on all pieces together: in
 each round every piece that still holds a joinable pair joins its lowest-rank pair (the leftmost
 of equal ranks), which is the step tiktoken takes next on that piece; a piece is finished when
 it holds none. The parts of a piece are spans of its bytes, and two neighbours can be joined
 exactly when the span they cover together is a token. A round is a few array operations over the
 pieces still merging, so the interpreter's cost of a round is shared by all of them; once no
 more than TAIL pieces are left merging (the longest ones, whose last rounds would serve only
-them), they finish in Python from the parts they have reached (``bytepair.merge_parts``).
+them), they finish in Python from the parts they have reached (``rank_merge.merge_parts``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .bytepair import merge_parts
+from ..text import HASH_MUL, HEAD_MASK, WORD, span_words
+from .rank_merge import merge_parts
 
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
-_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of key * _MUL pick the place
 _LOW32 = (1 << 32) - 1
 _INF_KEY = INF << 32
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
-_SHORT = 16  # bytes: tokens and spans up to this long are compared as two 64-bit words in NumPy
-_ONES = 0xFFFFFFFFFFFFFFFF
+_SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
 # The masks that keep the first L bytes (0..16) of a span's two big-endian words.
-_HI_MASK = np.array([_ONES ^ (_ONES >> 8 * min(k, 8)) for k in range(_SHORT + 1)], dtype=np.uint64)
-_LO_MASK = np.array([_ONES ^ (_ONES >> 8 * max(k - 8, 0)) for k in range(_SHORT + 1)], dtype=np.uint64)
+_HI_MASK = HEAD_MASK
+_LO_MASK = HEAD_MASK[np.maximum(np.arange(_SHORT + 1) - WORD, 0)]
 
 
 class _Buckets:
     """A static hash table over distinct int64 keys: the keys sorted by their bucket (the top
-    bits of ``key * _MUL``), and where each bucket starts. With ``load`` buckets per key almost
+    bits of ``key * HASH_MUL``), and where each bucket starts. With ``load`` buckets per key almost
     every key is the first of its bucket, so each bucket's first key and its position are also
     kept by bucket (``head_key``, ``head``): a lookup reads them at its key's bucket, with no
     read that waits on another; the later places of a crowded bucket are read in NumPy rounds."""
@@ -63,7 +62,7 @@ class _Buckets:
         return np.unique(crowded).size == crowded.size
 
     def _home(self, key: np.ndarray) -> np.ndarray:
-        return ((key.view(np.uint64) * _MUL) >> np.uint64(64 - self.bits)).view(np.int64)
+        return ((key.view(np.uint64) * HASH_MUL) >> np.uint64(64 - self.bits)).view(np.int64)
 
     def find(self, key: np.ndarray) -> np.ndarray:
         """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
@@ -83,7 +82,7 @@ class _Buckets:
 
 def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
     """An int64 hash of 16 zero-padded bytes and their length (equal strings, equal hashes)."""
-    return (hi * _MUL ^ lo).view(np.int64) ^ size
+    return (hi * HASH_MUL ^ lo).view(np.int64) ^ size
 
 
 class TokenTable:
@@ -136,15 +135,6 @@ class TokenTable:
         return out
 
 
-def span_words(data: np.ndarray) -> np.ndarray:
-    """The big-endian 64-bit word starting at each byte of ``data`` (uint8, (n,)), zero-padded:
-    (n + 9,) of dtype '>u8', so that the words at ``i`` and ``i + 8`` hold any span starting at
-    ``i < n``. A view with a stride of one byte over a padded copy: a word is read only where it
-    is looked up (building all of them was 8 ms of a 10 MB multilingual encode)."""
-    padded = np.concatenate([data, np.zeros(_SHORT, dtype=np.uint8)])
-    return np.ndarray(shape=(data.size + 9,), dtype=">u8", buffer=padded, strides=(1,))
-
-
 def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of many pieces: piece i is ``data[starts[i]:starts[i + 1]]`` (``data``: uint8, (n,);
@@ -153,7 +143,7 @@ def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray
     front up to the last piece still merging.
 
     Returns ``(counts, ids)``: each piece's number of tokens (int64, (P,)) and the ids of all
-    pieces end to end (int64, (sum(counts),)); each piece's ids are ``merge_small``'s.
+    pieces end to end (int64, (sum(counts),)); each piece's ids are ``rank_merge.merge_small``'s.
     """
     n = data.size
     raw, words = data.tobytes(), span_words(data)

@@ -1,0 +1,1 @@
+"""Encoding: text -> ids, merged by rank as tiktoken does (see ``piece_encoder``)."""

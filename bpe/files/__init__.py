@@ -1,0 +1,1 @@
+"""What bpe reads and writes: training inputs, tokenizer formats, atomic writes."""

@@ -1,0 +1,1 @@
+"""Training: text -> chunk counts -> merges (see ``trainer`` for the entry point)."""
