@@ -3,8 +3,7 @@
 A training step allocates and frees the same large temporaries every step (activations,
 gradients, logits). glibc's malloc serves blocks of more than ~128 KiB-32 MiB with a fresh
 mmap and unmaps them on free (and trims the top of the heap), so every step page-faults
-all of that memory in again: measured on GPT config (b), ~31,000 minor faults and ~25 % of
-the step; on config (a) ~7,000 faults and ~25 %. Raising the mmap and trim thresholds keeps
+all of that memory in again, a large share of a step's time. Raising the mmap and trim thresholds keeps
 the freed blocks in malloc's free lists, where the next step reuses them (0 faults).
 The cost: the process keeps its peak heap after a step instead of giving it back, which a
 training loop reaches again on its next step anyway.

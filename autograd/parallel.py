@@ -178,9 +178,7 @@ def drain() -> None:
 GEMM_MIN_FLOPS = 1 << 26   # smaller products run as one BLAS call (a decode step's never split)
 # Larger ones run as this many blocks (whatever the thread count, so that a run on one thread
 # and a run on two compute every number alike: exact resume does not depend on the load). Four,
-# not eight: thinner blocks cost more than the balance they buy (a weight gradient of config
-# (a), 128 x 768 @ 768 x 512, runs at 118 GFLOP/s in 8 column blocks and 130 in 2; a step's
-# backward 0.3-0.6 ms faster with 4 than 8, config (b)'s step 2-4%); a step's deferred weight
+# not eight: thinner blocks cost more than the balance they buy; a step's deferred weight
 # gradients are a dozen tasks or more, which still spread across a slowed core.
 GEMM_PARTS = 4
 
@@ -194,8 +192,8 @@ def matmul(a, b, out=None):
     products and broadcasting shapes go to the backend's matmul unchanged."""
     # first, before the type checks: most products (a decode step's all) are small, and a small
     # product of NumPy or CuPy arrays is the operator either way. The operator, not np.matmul's
-    # keyword call: the code after a decode step's weight product runs cold, and the keyword
-    # path cost the step 1.3% at batch 1.
+    # keyword call: the code after a decode step's weight product runs cold, where the keyword
+    # path's extra work shows in the step's time.
     small = 2 * a.size * b.shape[-1] < GEMM_MIN_FLOPS
     if small and out is None:
         return a @ b

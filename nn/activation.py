@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import autograd
+from autograd.ops import activation as ops
 from autograd.tensor import Tensor
 from nn import arrays
 from nn.module import Module
@@ -14,8 +15,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "tanh"):
         super().__init__()
-        if approximate not in ("tanh", "none"):
-            raise ValueError(f"GELU approximate must be 'tanh' or 'none', got {approximate!r}")
+        ops.check_gelu_approximate(approximate, "GELU")
         self.approximate = approximate
 
     def forward(self, x: Tensor) -> Tensor:
@@ -33,7 +33,7 @@ class ReLU(Module):
         return autograd.relu(x)
 
     def step(self, x):
-        return arrays.relu(x)
+        return ops.ReLU().forward(x)
 
 
 class ReLU2(Module):
@@ -44,7 +44,7 @@ class ReLU2(Module):
         return r * r
 
     def step(self, x):
-        r = arrays.relu(x)
+        r = ops.ReLU().forward(x)
         return r * r
 
 
@@ -55,7 +55,7 @@ class SiLU(Module):
         return autograd.silu(x)
 
     def step(self, x):
-        return arrays.silu(x)
+        return ops.silu_array(x)[0]
 
 
 class Tanh(Module):

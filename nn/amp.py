@@ -175,7 +175,7 @@ class MixedPrecision:
             p.grad = None
         first = next((g for g in grads if g is not None), None)
         if first is not None and _cuda.use(first):  # GPU: one fused kernel per gradient, one sync
-            from autograd.cuda.elementwise import unscale_to_float32
+            from autograd.cuda.amp import unscale_to_float32
 
             flag = backend.xp_of(first).zeros((1,), dtype=np.int32)
             inv = 1.0 / self.scaler.scale

@@ -7,7 +7,9 @@ GPT uses has a `step` on raw backend arrays beside its `forward`. Both run the s
 `forward` through the public op (which records the graph), `step` through these helpers, which
 call the array function that is that op's forward (`layer_norm_array`, `attention_array`, ...).
 A step therefore cannot compute other math than the forward it mirrors. On a GPU array the
-helpers call the op's forward itself, which takes its fused kernel where it has one.
+helpers call the op's forward itself, which takes its fused kernel where it has one; an op
+without a GPU kernel needs no helper, its layer's step calls the array function itself
+(`linear_array`, `rotate_array`, `silu_array`) or the op's forward (`ReLU().forward`).
 tests/gpt/test_generate.py checks the steps of every model variant against the uncached forward.
 """
 from __future__ import annotations
@@ -16,15 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from autograd.ops.activation import GELUErf, GELUTanh, ReLU, gelu_tanh_array, silu_array
+from autograd.ops.activation import GELUErf, GELUTanh, gelu_tanh_array
 from autograd.ops.attention import ScaledDotProductAttention, attention_array
-from autograd.ops.matmul import linear_array
 from autograd.ops.norm import LayerNorm, RMSNorm, layer_norm_array, rms_norm_array
-from autograd.ops.rope import rotate_array
-
-# x (..., K) @ w (K, N) + b (N,) -> (..., N): the Linear op's forward, which has no GPU kernel
-linear = linear_array
-rope = rotate_array   # x (..., T, hs) rotated by cos, sin (T, hs / 2)
 
 
 def layer_norm(x: Any, w: Any, b: Any, eps: float) -> Any:
@@ -44,14 +40,6 @@ def gelu(x: Any, approximate: str = "tanh") -> Any:
     if approximate != "tanh":
         return GELUErf().forward(x)
     return gelu_tanh_array(x)[0] if type(x) is np.ndarray else GELUTanh().forward(x)
-
-
-def relu(x: Any) -> Any:
-    return ReLU().forward(x)
-
-
-def silu(x: Any) -> Any:
-    return silu_array(x)[0]   # the SiLU op's forward, which has no GPU kernel
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = True) -> Any:

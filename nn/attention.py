@@ -14,6 +14,7 @@ import autograd
 from autograd.backend import device_of, module_for_device, parse_device, to_device, to_device_of
 from autograd.grad_mode import is_grad_enabled
 from autograd.ops import self_attention
+from autograd.ops.norm import RMS_NORM_EPS
 from autograd.tensor import Tensor
 from nn import arrays
 from nn.dropout import Dropout
@@ -114,7 +115,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, n_embd: int, n_head: int, bias: bool = True, dropout: float = 0.0,
                  causal: bool = True, rope: Module | None = None, qk_norm: bool = False,
-                 norm_eps: float = 1e-6, n_kv_head: int | None = None, qkv_bias: bool | None = None):
+                 norm_eps: float = RMS_NORM_EPS, n_kv_head: int | None = None, qkv_bias: bool | None = None):
         super().__init__()
         if n_head < 1 or n_embd % n_head:
             raise ValueError(f"MultiHeadAttention: n_embd={n_embd} must be divisible by n_head={n_head}")

@@ -23,7 +23,7 @@ import numpy as np
 from autograd import backend
 from autograd.tensor import Tensor
 from nn import bfloat16
-from nn.atomic import atomic_write
+from bpe.files.atomic import atomic_write
 
 # safetensors dtype code <-> numpy dtype (little-endian). BF16 has no numpy dtype: it is stored as
 # its uint16 bit patterns and read as float32 (exactly, nn.bfloat16); the F8 formats are

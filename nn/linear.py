@@ -9,9 +9,9 @@ import numpy as np
 
 import autograd
 from autograd.ops._util import host_floats
+from autograd.ops.matmul import linear_array
 from autograd.tensor import Tensor
 from nn import init
-from nn.arrays import linear as linear_step
 from nn.module import Module, Parameter
 
 
@@ -44,7 +44,7 @@ class Linear(Module):
 
     def step(self, x):
         """The same product on a raw array (no graph; see nn/arrays.py)."""
-        return linear_step(x, self.weight.data, None if self.bias is None else self.bias.data)
+        return linear_array(x, self.weight.data, None if self.bias is None else self.bias.data)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -56,12 +56,10 @@ def step_layouts(module: Module) -> list:
     column-major and read-only, to put in place with `laid_out` around decode steps.
 
     A decode step's product x (B, in) @ W (in, out) with few rows streams W from memory once, and
-    BLAS streams a row-major W as `in` rows of `out` numbers: a tall W's short rows (384 numbers
-    for config (b)'s (1536, 384) down-projection) run at about 10 GB/s on a 2-core EPYC, its
-    column-major copy (384 rows of 1536) at 17-19; a wide weight is fastest as it is (and a square
-    one about even). At batch 1 that takes a tenth to a sixth off config (b)'s step
-    (benchmarks/bench_decode.py); at batch 8 the products are matrix products and the layout is
-    about even. The copies are the weights as they are when made: like a KV cache's keys and
+    BLAS streams a row-major W as `in` rows of `out` numbers: a tall W's many short rows stream
+    slower than its column-major copy's few long ones; a wide weight is fastest as it is. It pays
+    at batch 1 (benchmarks/bench_decode.py); at batch 8 the products are matrix products and the
+    layout is about even. The copies are the weights as they are when made: like a KV cache's keys and
     values, they hold for one decoding session."""
     pairs, seen = [], set()   # a weight shared by two layers is copied once
     for m in module.modules():

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import autograd
 from autograd.tensor import Tensor
-from nn import arrays
 from autograd.ops import mlp as mlp_op
+from autograd.ops.activation import silu_array
 from nn.activation import GELU, activation as make_activation
 from nn.dropout import Dropout
 from nn.linear import Linear
@@ -46,9 +46,9 @@ class MLP(Module):
 
 
 def swiglu_hidden(n_embd: int, multiple_of: int = 256) -> int:
-    """LLaMA's hidden width: 2/3 of 4 * n_embd, rounded up to `multiple_of` (4096 -> 11008)."""
-    hidden = int(2 * 4 * n_embd / 3)
-    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+    """The SwiGLU hidden width with the parameters of a 4 * n_embd MLP: 2/3 of 4 * n_embd, rounded
+    up to a multiple of `multiple_of` (LLaMA's 256: 4096 -> 11008; GPTConfig rounds to 64)."""
+    return multiple_of * -(-(8 * n_embd // 3) // multiple_of)
 
 
 class SwiGLU(Module):
@@ -74,7 +74,7 @@ class SwiGLU(Module):
         """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""
         h = self.c_fc.step(x)                 # (..., 2 * hidden)
         gate, up = h[..., :self.hidden], h[..., self.hidden:]
-        return self.c_proj.step(arrays.silu(gate) * up)
+        return self.c_proj.step(silu_array(gate)[0] * up)
 
     def extra_repr(self) -> str:
         return f"hidden={self.hidden}"

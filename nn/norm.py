@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import autograd
+from autograd.ops.norm import LAYER_NORM_EPS, RMS_NORM_EPS
 from autograd.tensor import Tensor
 from nn import arrays
 from nn.module import Module, Parameter
@@ -17,7 +18,7 @@ def _check_last_axis(x: Tensor, dim: int, name: str) -> None:
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis; x (..., dim) -> (..., dim)."""
 
-    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, dim: int, eps: float = LAYER_NORM_EPS, bias: bool = True):
         super().__init__()
         self.dim, self.eps = int(dim), float(eps)
         self.weight = Parameter(np.ones((dim,), np.float32))
@@ -38,7 +39,7 @@ class LayerNorm(Module):
 class RMSNorm(Module):
     """x / sqrt(mean(x**2) + eps) * weight over the last axis; x (..., dim) -> (..., dim)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6):
+    def __init__(self, dim: int, eps: float = RMS_NORM_EPS):
         super().__init__()
         self.dim, self.eps = int(dim), float(eps)
         self.weight = Parameter(np.ones((dim,), np.float32))

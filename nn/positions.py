@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 import autograd
-from autograd.backend import device_of, xp_of
-from autograd.ops.rope import rope
+from autograd.backend import device_of, to_device, xp_of
+from autograd.ops.rope import rope, rotate_array
 from autograd.tensor import Tensor
-from nn import arrays, init
+from nn import init
 from nn.module import Module, Parameter
 
 
@@ -81,19 +81,29 @@ def sinusoidal_table(T: int, C: int, offset: int = 0, base: float = 10000.0, dty
 
 
 class SinusoidalPositions(Module):
-    """Fixed sinusoid position vectors (no parameters): forward(T, offset=0) -> (T, n_embd)."""
+    """Fixed sinusoid position vectors (no parameters): forward(T, offset=0) -> (T, n_embd) in
+    the dtype and on the device the module was moved to (float32 by default)."""
 
     def __init__(self, block_size: int, n_embd: int, base: float = 10000.0):
         super().__init__()
-        self.block_size, self.n_embd = int(block_size), int(n_embd)
+        self.block_size, self.n_embd, self.base = int(block_size), int(n_embd), float(base)
         self.register_buffer("table", sinusoidal_table(block_size, n_embd, base=base), persistent=False)
+        self._exact_dtype = self.table.dtype
+
+    def _table(self):
+        """The buffer, recomputed from the formula after a cast (float32 cast to float64 is not exact)."""
+        if self.table.dtype != self._exact_dtype:
+            host = sinusoidal_table(self.block_size, self.n_embd, base=self.base, dtype=self.table.dtype)
+            self.table = to_device(host, device_of(self.table))
+            self._exact_dtype = self.table.dtype
+        return self.table
 
     def forward(self, pos: Any, offset: int = 0) -> Tensor:
         kind, value = _positions(pos, offset, self.block_size, "SinusoidalPositions")
         if kind == "range":
             start, stop = value
-            return Tensor(self.table[start:stop])  # (T, C), a constant
-        return Tensor(self.table[value])
+            return Tensor(self._table()[start:stop])  # (T, C), a constant
+        return Tensor(self._table()[value])
 
     def extra_repr(self) -> str:
         return f"{self.block_size}, {self.n_embd}"
@@ -128,7 +138,7 @@ class RotaryEmbedding(Module):
         """rotate of raw arrays q and k (..., T, head_dim) at the same positions (no graph; see
         nn/arrays.py) -> (q, k) rotated."""
         cos, sin = self._tables(q, offset)
-        return arrays.rope(q, cos, sin), arrays.rope(k, cos, sin)
+        return rotate_array(q, cos, sin), rotate_array(k, cos, sin)
 
     def _tables(self, x, offset: int) -> tuple:
         """cos, sin (T, head_dim / 2) for the positions of array x (..., T, head_dim), in its dtype."""

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from autograd.ops.norm import LAYER_NORM_EPS
 from autograd.tensor import Tensor
 from nn import init
 from nn.activation import GELU
@@ -43,6 +44,7 @@ from nn.dropout import Dropout
 from nn.linear import Linear
 from nn.module import Module
 from nn.norm import LayerNorm
+from nn.sublayer import sublayer
 
 
 def _ff_activation(activation: str | Module) -> Module:
@@ -97,19 +99,32 @@ class _FeedForward(Module):
             setattr(self, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias))
         setattr(self, f"dropout{n_sublayers}", Dropout(dropout))
 
+    def _init_layer(self, d_model: int, nhead: int, batch_first: bool, norm_first: bool) -> None:
+        self.d_model, self.nhead = int(d_model), int(nhead)
+        self.batch_first, self.norm_first = bool(batch_first), bool(norm_first)
+
+    def extra_repr(self) -> str:
+        return f"batch_first={self.batch_first}, norm_first={self.norm_first}"
+
     def _ff(self, x: Tensor, out_dropout: Dropout) -> Tensor:
         return out_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def _sublayers(self, x: Tensor, *fs) -> Tensor:
+        """x (B, T, C) through the sublayers `fs` in order, the i-th with its norm<i> and skip
+        (pre-norm when norm_first) -> (B, T, C)."""
+        for i, f in enumerate(fs, 1):
+            x = sublayer(x, getattr(self, f"norm{i}"), f, prenorm=self.norm_first)[1]
+        return x
 
 
 class TransformerEncoderLayer(_FeedForward):
     """src (S, B, C) or, batch_first, (B, S, C) -> same shape: bidirectional self-attention, feed-forward."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str | Module = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 activation: str | Module = "relu", layer_norm_eps: float = LAYER_NORM_EPS, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True):
         super().__init__()
-        self.d_model, self.nhead = int(d_model), int(nhead)
-        self.batch_first, self.norm_first = bool(batch_first), bool(norm_first)
+        self._init_layer(d_model, nhead, batch_first, norm_first)
         # its dropout on the output is PyTorch's dropout1
         self.self_attn = MultiHeadAttention(d_model, nhead, bias=bias, dropout=dropout, causal=False)
         _init_attention(self.self_attn, d_model)
@@ -129,26 +144,17 @@ class TransformerEncoderLayer(_FeedForward):
         def sa(h):
             return self.self_attn(h, attn_mask=mask)
 
-        if self.norm_first:
-            x = x + sa(self.norm1(x))
-            return x + self._ff(self.norm2(x), self.dropout2)
-        x = self.norm1(x + sa(x))
-        return self.norm2(x + self._ff(x, self.dropout2))
-
-    def extra_repr(self) -> str:
-        return f"batch_first={self.batch_first}, norm_first={self.norm_first}"
-
+        return self._sublayers(x, sa, lambda h: self._ff(h, self.dropout2))
 
 class TransformerDecoderLayer(_FeedForward):
     """tgt (T, B, C), memory (S, B, C) (or batch-first) -> (T, B, C): masked self-attention,
     cross-attention over the memory, feed-forward."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str | Module = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 activation: str | Module = "relu", layer_norm_eps: float = LAYER_NORM_EPS, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True):
         super().__init__()
-        self.d_model, self.nhead = int(d_model), int(nhead)
-        self.batch_first, self.norm_first = bool(batch_first), bool(norm_first)
+        self._init_layer(d_model, nhead, batch_first, norm_first)
         self.self_attn = MultiHeadAttention(d_model, nhead, bias=bias, dropout=dropout, causal=False)
         self.multihead_attn = CrossAttention(d_model, nhead, bias=bias, dropout=dropout)
         for attn in (self.self_attn, self.multihead_attn):
@@ -179,16 +185,7 @@ class TransformerDecoderLayer(_FeedForward):
         def ca(h):
             return self.multihead_attn(h, memory if memory_kv is None else None, cross_mask, memory_kv)
 
-        if self.norm_first:
-            x = x + sa(self.norm1(x))
-            x = x + ca(self.norm2(x))
-            return x + self._ff(self.norm3(x), self.dropout3)
-        x = self.norm1(x + sa(x))
-        x = self.norm2(x + ca(x))
-        return self.norm3(x + self._ff(x, self.dropout3))
-
-    def extra_repr(self) -> str:
-        return f"batch_first={self.batch_first}, norm_first={self.norm_first}"
+        return self._sublayers(x, sa, ca, lambda h: self._ff(h, self.dropout3))
 
 
 def _clones(layer: Module, num_layers: int) -> ModuleList:
@@ -290,7 +287,7 @@ class Transformer(Module):
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
                  num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str | Module = "relu", custom_encoder: Module | None = None,
-                 custom_decoder: Module | None = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 custom_decoder: Module | None = None, layer_norm_eps: float = LAYER_NORM_EPS, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True):
         super().__init__()
         kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,

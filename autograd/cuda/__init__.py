@@ -1,16 +1,25 @@
 """Fused CUDA kernels for the GPU path, written against CuPy (RawModule kernels compiled by NVRTC).
 
-The ops in autograd/ops (softmax, log_softmax, cross_entropy, layer_norm, rms_norm, gelu,
-scaled_dot_product_attention) declare their kernels with the `kernel_op` class decorator, and
-nn.optim.AdamW and nn.amp call into this package directly; all of them only when their input
-is a CuPy array (`use(array)`). On NumPy arrays no kernel runs and no kernel module is imported. Each kernel's reference is the NumPy/CuPy code of the op itself:
-turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs that code on the
-GPU, which is what tests/autograd/test_cuda_kernels.py compares against.
+Each op with a kernel names its hooks with the `kernel_op` class decorator, imported from the
+kernel module of the same name: autograd/ops/norm.py declares
+`@kernel_op(kernels.norm_forward, kernels.norm_backward)` after `from autograd.cuda import norm
+as kernels`. nn.optim.AdamW and nn.amp call their modules directly. A kernel runs only when its
+input is a CuPy array (`use(array)`); the kernel modules themselves need only NumPy (CuPy is
+imported when a kernel is first compiled). Each kernel's reference is the NumPy/CuPy code of
+the op itself: turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs
+that code on the GPU, which is what tests/autograd/test_cuda_kernels.py compares against.
 
-Modules: softmax (softmax, log_softmax, cross-entropy), norm (layer_norm, rms_norm),
-elementwise (GELU, the AdamW update, loss-scale unscaling for nn.amp), attention (a tiled
-FlashAttention-style forward and backward, and the matmul-softmax-matmul path with fused
-masking), precision (TF32 switch), transfer (pinned, asynchronous host-to-GPU copies).
+Modules, each beside the one it serves:
+    activation  GELU (autograd/ops/activation.py)
+    norm        layer_norm, rms_norm (autograd/ops/norm.py)
+    softmax     softmax, log_softmax (autograd/ops/softmax.py)
+    loss        cross-entropy (autograd/ops/loss.py)
+    attention   a tiled FlashAttention-style forward and backward, and the matmul-softmax-matmul
+                path with fused masking (autograd/ops/attention.py)
+    adamw       the AdamW update (nn/optim/adamw.py)
+    amp         loss-scale unscaling (nn/amp.py)
+    precision   the TF32 switch;  transfer  pinned, asynchronous host-to-GPU copies
+    _compile    per-dtype sources, compilation and its cache, launch helpers
 Kernels compile lazily on first use, once per dtype, and are cached for the process.
 Without a GPU they are still checked: tests/autograd/test_cuda_emulated.py runs them on the CPU.
 """
@@ -18,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import inspect
 from typing import Any, Callable, Iterator
 
@@ -38,17 +46,18 @@ def use(array: Any) -> bool:
     return xp_of(array) is not np
 
 
-def kernel_op(module: str, forward: str, backward: str, **options: Any) -> Callable[[type], type]:
-    """Class decorator giving a Function a fused GPU path in `autograd.cuda.<module>`.
+def kernel_op(forward: Callable, backward: Callable, **options: Any) -> Callable[[type], type]:
+    """Class decorator giving a Function a fused GPU path: the hooks `forward` and `backward`,
+    functions of a kernel module of this package (the op's module imports it by name).
 
     When `use(first input array)` holds, the op's forward calls
-    `<module>.<forward>(node, *arrays, **op_options, **options)`, where op_options are the
-    options of the call completed with the defaults of the op's own forward. The kernel hook
-    saves what its backward needs on `node` and returns the output, or None for a call it does
-    not handle (then the op's own forward runs). A node whose forward ran the kernel has
-    `fused = True`, and its backward calls `<module>.<backward>(node, grad, **options)`.
-    Otherwise the op's own forward and backward run: they are the kernels' reference (on NumPy,
-    and on CuPy inside `with fused(False):`).
+    `forward(node, *arrays, **op_options, **options)`, where op_options are the options of the
+    call completed with the defaults of the op's own forward. The kernel hook saves what its
+    backward needs on `node` and returns the output, or None for a call it does not handle (then
+    the op's own forward runs). A node whose forward ran the kernel has `fused = True`, and its
+    backward calls `backward(node, grad, **options)`. Otherwise the op's own forward and
+    backward run: they are the kernels' reference (on NumPy, and on CuPy inside
+    `with fused(False):`).
     """
     def decorate(cls: type) -> type:
         array_forward, array_backward = cls.forward, cls.backward
@@ -58,8 +67,7 @@ def kernel_op(module: str, forward: str, backward: str, **options: Any) -> Calla
         @functools.wraps(array_forward)
         def forward_(self, x, *arrays, **op_options):
             if use(x):
-                hook = getattr(importlib.import_module(f"autograd.cuda.{module}"), forward)
-                out = hook(self, x, *arrays, **{**defaults, **op_options}, **options)
+                out = forward(self, x, *arrays, **{**defaults, **op_options}, **options)
                 if out is not None:
                     self.fused = True
                     return out
@@ -68,8 +76,7 @@ def kernel_op(module: str, forward: str, backward: str, **options: Any) -> Calla
         @functools.wraps(array_backward)
         def backward_(self, grad):
             if self.fused:
-                hook = getattr(importlib.import_module(f"autograd.cuda.{module}"), backward)
-                return hook(self, grad, **options)
+                return backward(self, grad, **options)
             return array_backward(self, grad)
 
         cls.forward, cls.backward, cls.fused = forward_, backward_, False

@@ -56,6 +56,10 @@ __device__ __forceinline__ float tanh_a(float x) { return tanhf(x); }
 __device__ __forceinline__ double tanh_a(double x) { return tanh(x); }
 __device__ __forceinline__ A max_a(A a, A b) { return a > b ? a : b; }
 
+// Elementwise kernels: each thread takes elements i, i + the grid's size, ... below n.
+#define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                               i += (long long)blockDim.x * gridDim.x)
+
 // Block-wide reductions over blockDim.x threads (a multiple of 32, at most 1024); `shared`
 // holds 32 values of A. Every thread gets the result.
 __device__ __forceinline__ A warp_sum(A v) {
@@ -124,6 +128,12 @@ def block_size_for(n: int, cap: int = 1024) -> int:
     return b
 
 
+def grid_1d(n: int, block: int = 256) -> tuple:
+    """Blocks for an elementwise (GRID_STRIDE) kernel over n elements: enough for one element a
+    thread, at most 65535 * 8 (each thread then takes several)."""
+    return (max(1, min(-(-n // block), 65535 * 8)),)
+
+
 # ---- offline check (no GPU needed, only NVRTC) ----------------------------------------------
 _REGISTRY: list[tuple[str, str, tuple, tuple]] = []   # (label, body, dtypes, defines)
 
@@ -134,16 +144,19 @@ def register(label: str, body: str, dtypes: tuple = SUPPORTED, defines: tuple = 
     return body
 
 
+def kernel_modules() -> tuple:
+    """The modules of autograd.cuda that hold kernel sources and launch them with get_kernel."""
+    from autograd.cuda import activation, adamw, amp, attention, loss, norm, softmax
+
+    return activation, adamw, amp, attention, loss, norm, softmax
+
+
 def compile_all(arch: str = "compute_90") -> list[str]:
     """Compile every registered source for every dtype with NVRTC (no GPU, no driver needed);
     returns the labels compiled, raises with the compiler's log on the first error."""
     from cupy.cuda import compiler
 
-    import autograd.cuda.attention  # noqa: F401  (importing registers the sources)
-    import autograd.cuda.elementwise  # noqa: F401
-    import autograd.cuda.norm  # noqa: F401
-    import autograd.cuda.softmax  # noqa: F401
-
+    kernel_modules()   # importing them registers the sources
     done = []
     for label, body, dtypes, defines in _REGISTRY:
         for dt in dtypes:

@@ -22,8 +22,9 @@ import math
 
 import numpy as np
 
-from autograd.backend import xp_of
-from autograd.cuda._compile import dtype_name, get_kernel, register
+from autograd.backend import acc_dtype, xp_of
+from autograd.cuda import attention_mode
+from autograd.cuda._compile import block_size_for, dtype_name, get_kernel, register
 
 _FLASH = r"""
 #define DPT (HS / SPLIT)
@@ -283,18 +284,9 @@ def dtype_name_or_none(a):
 
 
 def _flash_ok(q, v) -> bool:
-    from autograd.cuda import attention_mode
-
     B, H = q.shape[0], q.shape[1]
     return (attention_mode() == "flash" and q.shape[-1] in (32, 64, 128) and v.shape[-1] == q.shape[-1]
             and np.dtype(q.dtype) in (np.float16, np.float32) and B * H <= 65535)
-
-
-def _row_block(n: int) -> int:
-    b = 32
-    while b < n and b < 1024:
-        b *= 2
-    return b
 
 
 def forward(node, q, k, v, causal: bool = True, attn_mask=None, dropout_p: float = 0.0, scale=None,
@@ -324,11 +316,11 @@ def forward(node, q, k, v, causal: bool = True, attn_mask=None, dropout_p: float
         return out
     s = xp.matmul(qc, kc.swapaxes(-1, -2))                         # (B, H, Tq, Tk), owned
     s = xp.ascontiguousarray(s)
-    acc = np.float64 if s.dtype == np.float64 else np.float32
+    acc = acc_dtype(s.dtype).type
     rows = B * H * Tq
     if rows and Tk:
         kern = get_kernel(_ROWS, "masked_softmax", dtype_name(s))
-        kern((rows,), (_row_block(Tk),), (s, np.int64(Tq), np.int64(Tk), acc(scale), np.int32(causal)))
+        kern((rows,), (block_size_for(Tk),), (s, np.int64(Tq), np.int64(Tk), acc(scale), np.int32(causal)))
     out = xp.matmul(s, vc)                                         # (B, H, Tq, hv)
     node.mode = "matmul"
     node.q, node.k, node.v, node.p, node.out = qc, kc, vc, s, out
@@ -343,7 +335,7 @@ def backward(node, g):
     g = xp.ascontiguousarray(g.astype(q.dtype, copy=False))
     nq, nk, nv = node.needs_input_grad
     # D = rowsum(dO * O): (B, H, Tq) in float32 (float64 for float64 inputs)
-    acc = np.float64 if q.dtype == np.float64 else np.float32
+    acc = acc_dtype(q.dtype).type
     dsum = xp.ascontiguousarray((g.astype(acc) * out.astype(acc)).sum(axis=-1))
     if node.mode == "flash":
         defines = _flash_defines(hs)
@@ -368,7 +360,7 @@ def backward(node, g):
     rows = B * H * Tq
     if rows and Tk:
         kern = get_kernel(_ROWS, "softmax_grad_rows", dtype_name(ds))
-        kern((rows,), (_row_block(Tk),), (ds, p, dsum, np.int64(Tk), acc(node.scale)))
+        kern((rows,), (block_size_for(Tk),), (ds, p, dsum, np.int64(Tk), acc(node.scale)))
     gq = xp.matmul(ds, k) if nq else None                          # (B, H, Tq, hs)
     gk = xp.matmul(ds.swapaxes(-1, -2), q) if nk else None         # (B, H, Tk, hs)
     return gq, gk, gv

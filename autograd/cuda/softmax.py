@@ -1,20 +1,17 @@
-"""Row kernels for softmax, log_softmax and cross-entropy: one thread block per row.
+"""Row kernels for softmax and log_softmax: one thread block per row.
 
 Layout: the reduced axis is made the last and contiguous, so the input is (N, C) row-major.
 Each block reads its row a few times (max, sum of exponentials, write) with the row staying
 in L1/L2; arithmetic is in A (float32 for float16/float32 inputs, float64 for float64).
-References: autograd/ops/softmax.py and autograd/ops/loss.py (the same formulas on arrays).
+Reference: autograd/ops/softmax.py (the same formulas on arrays); m = max(x), s = sum(exp(x - m)):
     softmax      y = exp(x - m) / s            dx = y * (g - sum(g * y))
     log_softmax  y = x - m - log(s)            dx = g - exp(y) * sum(g)
-    cross-entropy (N, V) logits, int64 targets (N,):
-        lse = m + log(s),  loss = lse - x[t]  (0 where ignored)
-        dx = (exp(x - lse) - onehot(t)) * scale_row   (scale_row: upstream gradient / count, 0 if ignored)
 """
 from __future__ import annotations
 
 import numpy as np
 
-from autograd.backend import acc_dtype, xp_of
+from autograd.backend import xp_of
 from autograd.cuda._compile import block_size_for, dtype_name, get_kernel, register
 
 _BODY = register("softmax", r"""
@@ -55,39 +52,6 @@ extern "C" __global__ void softmax_bwd(const T* __restrict__ g, const T* __restr
     for (long long i = threadIdx.x; i < C; i += blockDim.x) {
         A gi = LD(g, base + i), yi = LD(y, base + i);
         ST(gx, base + i, log_mode ? gi - exp_a(yi) * s : yi * (gi - s));
-    }
-}
-
-extern "C" __global__ void xent_fwd(const T* __restrict__ x, const long long* __restrict__ t, A* __restrict__ lse,
-                                    A* __restrict__ loss, long long V, long long ignore_index) {
-    __shared__ A red[32];
-    long long row = blockIdx.x;
-    const T* xr = x + row * V;
-    A m = NEG_INF;
-    for (long long i = threadIdx.x; i < V; i += blockDim.x) m = max_a(m, LD(xr, i));
-    m = block_max(m, red);
-    A s = 0;
-    for (long long i = threadIdx.x; i < V; i += blockDim.x) s += exp_a(LD(xr, i) - m);
-    s = block_sum(s, red);
-    if (threadIdx.x == 0) {
-        A l = m + log_a(s);
-        long long ti = t[row];
-        lse[row] = l;
-        loss[row] = (ti == ignore_index) ? (A)0 : l - LD(xr, ti);
-    }
-}
-
-extern "C" __global__ void xent_bwd(const T* __restrict__ x, const long long* __restrict__ t,
-                                    const A* __restrict__ lse, const A* __restrict__ scale,
-                                    T* __restrict__ gx, long long V) {
-    long long row = blockIdx.x;
-    const T* xr = x + row * V;
-    T* gr = gx + row * V;
-    A l = lse[row], sc = scale[row];
-    long long ti = t[row];
-    for (long long i = threadIdx.x; i < V; i += blockDim.x) {
-        A p = exp_a(LD(xr, i) - l) - (i == ti ? (A)1 : (A)0);
-        ST(gr, i, p * sc);
     }
 }
 """)
@@ -137,48 +101,3 @@ def softmax_forward(node, x, axis: int = -1, log: bool = False):
 
 def softmax_backward(node, g, log: bool = False):
     return (softmax_rows_backward(g, node.y, node.axis, log),)
-
-
-def cross_entropy_forward(node, x, targets, ignore_index: int, reduction: str):
-    """Fused cross-entropy forward on the GPU; same results and saved state as the array op."""
-    xp = xp_of(x)
-    V = x.shape[-1]
-    x2 = xp.ascontiguousarray(x.reshape(-1, V))                     # (N, V)
-    t = xp.ascontiguousarray(targets.reshape(-1).astype(np.int64, copy=False))
-    N = x2.shape[0]
-    acc = acc_dtype(x.dtype)
-    lse = xp.empty((N,), dtype=acc)
-    losses = xp.empty((N,), dtype=acc)
-    if N:
-        k = get_kernel(_BODY, "xent_fwd", dtype_name(x))
-        k((N,), (block_size_for(V),), (x2, t, lse, losses, np.int64(V), np.int64(ignore_index)))
-    valid = t != ignore_index
-    node.x2, node.t, node.lse, node.valid = x2, t, lse, valid
-    node.shape, node.reduction = x.shape, reduction
-    if reduction == "none":
-        return losses.astype(x.dtype).reshape(targets.shape)
-    total = losses.sum()
-    if reduction == "sum":
-        return total.astype(x.dtype)
-    node.count = valid.sum().astype(acc)
-    return (total / node.count).astype(x.dtype)                    # NaN when all are ignored
-
-
-def cross_entropy_backward(node, g):
-    xp = xp_of(g)
-    x2, valid = node.x2, node.valid
-    acc = node.lse.dtype
-    g = g.astype(acc, copy=False)
-    if node.reduction == "none":
-        scale = g.reshape(-1) * valid
-    elif node.reduction == "sum":
-        scale = xp.where(valid, g, 0)
-    else:
-        scale = xp.where(valid, g / node.count, 0)
-    scale = xp.ascontiguousarray(scale.astype(acc, copy=False))
-    gx = xp.empty_like(x2)
-    N, V = x2.shape
-    if N:
-        k = get_kernel(_BODY, "xent_bwd", dtype_name(x2))
-        k((N,), (block_size_for(V),), (x2, node.t, node.lse, scale, gx, np.int64(V)))
-    return gx.reshape(node.shape), None

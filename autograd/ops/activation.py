@@ -10,15 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograd import cuda as _cuda
 from autograd import parallel
+from autograd.cuda import activation as kernels
+from autograd.cuda import kernel_op
 from autograd.backend import xp_of
 from autograd.function import Function
 
 if TYPE_CHECKING:
     from autograd.tensor import Tensor
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# GELU's tanh form, 0.5 x (1 + tanh(GELU_TANH_SCALE (x + GELU_TANH_CUBIC x^3))) (Hendrycks and
+# Gimpel); its CUDA kernels and gpt/gradflow's analytic Jacobians take the constants from here
+GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+GELU_TANH_CUBIC = 0.044715
+GELU_APPROXIMATIONS = ("tanh", "none")   # gelu's forms: the tanh one (GPT-2) and the exact erf one
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -122,8 +127,8 @@ def _gelu_tanh_forward(x, t, y) -> None:
     """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
     xp = xp_of(x)
     xp.multiply(x, x, out=t)
-    t *= 0.044715 * _SQRT_2_OVER_PI                 # the constant folded in: one pass fewer
-    t += _SQRT_2_OVER_PI
+    t *= GELU_TANH_CUBIC * GELU_TANH_SCALE          # the constant folded in: one pass fewer
+    t += GELU_TANH_SCALE
     t *= x
     xp.tanh(t, out=t)
     xp.add(t, 1.0, out=y)
@@ -139,8 +144,8 @@ def _gelu_tanh_backward(g, x, t, d, h=None) -> None:
     11 passes (12 with h), one scratch array."""
     xp = xp_of(x)
     xp.multiply(x, x, out=d)
-    d *= 3 * 0.044715 * _SQRT_2_OVER_PI
-    d += _SQRT_2_OVER_PI                            # z'
+    d *= 3 * GELU_TANH_CUBIC * GELU_TANH_SCALE
+    d += GELU_TANH_SCALE                            # z'
     d *= x
     s = xp.multiply(t, d, out=xp.empty_like(t))     # a block's scratch (all of t off the pool)
     d -= s                                          # x z' (1 - t)
@@ -162,7 +167,7 @@ def gelu_tanh_array(x):
     return y, t
 
 
-@_cuda.kernel_op("elementwise", "gelu_forward", "gelu_backward")
+@kernel_op(kernels.gelu_forward, kernels.gelu_backward, scale=GELU_TANH_SCALE, cubic=GELU_TANH_CUBIC)
 class GELUTanh(Function):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's approximation.
 
@@ -237,11 +242,14 @@ def relu(x: Tensor) -> Tensor:
 def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """GELU; approximate="tanh" (GPT-2) or "none" (exact, via erf)."""
     _float_only(x, "gelu")
-    if approximate == "tanh":
-        return GELUTanh.apply(x)
-    if approximate == "none":
-        return GELUErf.apply(x)
-    raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    check_gelu_approximate(approximate, "gelu")
+    return GELUTanh.apply(x) if approximate == "tanh" else GELUErf.apply(x)
+
+
+def check_gelu_approximate(approximate: str, who: str) -> None:
+    """Raise a ValueError naming `who` unless `approximate` is one of GELU_APPROXIMATIONS."""
+    if approximate not in GELU_APPROXIMATIONS:
+        raise ValueError(f"{who}: approximate must be one of {GELU_APPROXIMATIONS}, got {approximate!r}")
 
 
 def silu(x: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ Each batch entry is one task on autograd.parallel's pool, its blocks in a fixed 
 result does not depend on the thread count. P_i is kept transposed, one (B, H, r1, R) array of
 P_i^T per query block (q's dtype; a task's entries are a contiguous slice of each): with the keys
 down, the softmax's max and sum reduce over the second-last axis, which NumPy runs across
-contiguous rows (for rows of 64 keys, 1.5x the speed of the whole softmax along the last axis),
+contiguous rows (faster, for short rows of keys, than the softmax along the last axis),
 and the products read P_i or P_i^T as BLAS transposes alike. The same numbers as the full
 masked attention (autograd/ops/attention.py) up to rounding, which
 tests/autograd/test_causal_attention.py checks.
@@ -72,8 +72,8 @@ def new_probabilities(lead: tuple, T: int, dtype) -> list:
 @functools.lru_cache(maxsize=16)
 def _corner_bias(rows: int, dtype: str):
     """(rows, rows) of `dtype`, -inf below the diagonal and 0 elsewhere: added to a block's own
-    keys x queries corner, it masks the keys after each query (an add is 2-3x the speed of a
-    masked copy)."""
+    keys x queries corner, it masks the keys after each query (an add is faster than a masked
+    copy)."""
     m = np.where(np.tri(rows, k=-1, dtype=bool), -np.inf, 0.0).astype(dtype)
     m.flags.writeable = False
     return m

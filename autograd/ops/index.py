@@ -2,11 +2,10 @@
 
 Backward scatters the gradient back. Where no position can repeat (basic indexing, one
 boolean mask) that is a plain assignment into zeros. Repeated rows (an integer array on the
-first axis, embedding lookups) go through `scatter_rows`, which beats numpy.add.at by 2-4x
+first axis, embedding lookups) go through `scatter_rows`, faster than numpy.add.at
 (benchmarks/bench_scatter.py): ids that occur once are assigned directly; the repeated ones
 are sorted and each run of equal ids summed with add.reduceat, then assigned once. (A one-hot
-matrix product is faster for tiny tables on an idle machine, but multithreaded BLAS on a busy
-one made it 100x slower, so it is not used.)
+matrix product is not used: multithreaded BLAS makes it far slower on a busy machine.)
 Any other advanced index falls back to add.at (cupyx.scatter_add on the GPU).
 """
 from __future__ import annotations

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from autograd import backend
-from autograd import cuda as _cuda
+from autograd.cuda import kernel_op
+from autograd.cuda import loss as kernels
 from autograd import parallel
 from autograd.backend import HOST_FLOATS, acc_dtype, xp_of
 from autograd.function import Function
@@ -82,7 +83,7 @@ def _softmax_rows(x2, lse):
     return p
 
 
-@_cuda.kernel_op("softmax", "cross_entropy_forward", "cross_entropy_backward")
+@kernel_op(kernels.cross_entropy_forward, kernels.cross_entropy_backward)
 class CrossEntropy(Function):
     def forward(self, x, targets, ignore_index=-100, reduction="mean"):
         xp = xp_of(x)

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from autograd.tensor import Tensor
 
 
-# The two gradients of a product of at least this many flops each (a GPT's output head, 768 x 128
-# @ 128 x 65 on config (a): 110 us each) are computed side by side on the pool's threads, when
-# each is too small to be split itself (GEMM_MIN_FLOPS).
+# The two gradients of a product of at least this many flops each (a small GPT's output head) are
+# computed side by side on the pool's threads, when each is too small to be split itself
+# (GEMM_MIN_FLOPS).
 SIDE_BY_SIDE_FLOPS = 1 << 22
 
 
@@ -88,7 +88,7 @@ class MatMul(Function):
         if b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous:
             # b is a transposed view (a tied output head, wte.T): give its gradient the same
             # layout, so the transpose back to the weight is C-ordered and adds to the
-            # embedding's gradient at full speed (a C + F add is ~30x slower).
+            # embedding's gradient at full speed (adding arrays of mixed C and F order is far slower).
             gb = _mm(_flat_rows(g).T, _flat_rows(a)).T  # ((N, rows) @ (rows, K)).T
         elif b.ndim == 2 and a.ndim > 2:
             gb = _mm(_flat_rows(a).T, _flat_rows(g))  # (K, rows) @ (rows, N): one product

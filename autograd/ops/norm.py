@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograd import cuda as _cuda
 from autograd import parallel
+from autograd.cuda import kernel_op
+from autograd.cuda import norm as kernels
 from autograd.backend import HOST_FLOATS, acc_dtype, xp_of
 from autograd.function import Function
 from autograd.ops._util import host_floats
 from autograd.sums import column_sums, row_sums
 
+# The default epsilons: PyTorch's LayerNorm and LLaMA's RMSNorm (nn's layers and GPTConfig use them)
+LAYER_NORM_EPS = 1e-5
+RMS_NORM_EPS = 1e-6
+
 
 def _on_pool(x) -> bool:
     """Whether a norm of x runs as row blocks on autograd.parallel's threads: a large
     C-contiguous float32/float64 NumPy array (on one thread the same blocks run in turn)."""
-    # the size first: it rejects a decode step's few rows at once, where the dtype test and the
-    # flags object cost each of the step's norms half a microsecond
+    # the size first: it rejects a decode step's few rows before the dtype test and the flags
+    # object, which cost a step of many small norms more than the test is worth
     return (type(x) is np.ndarray and x.size >= parallel.MIN_PARALLEL and x.ndim > 1
             and x.dtype in HOST_FLOATS and x.flags.c_contiguous)
 
@@ -177,7 +182,7 @@ def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
         y += b
 
 
-def layer_norm_array(x, w=None, b=None, eps: float = 1e-5):
+def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
     """LayerNorm of an array x (..., C) with the optional gain w and shift b (C,) -> (y, xhat,
     rstd (..., 1)); y is xhat itself when there is neither. The forward of the LayerNorm op,
     and a layer's no-graph decode step (nn/arrays.py)."""
@@ -208,7 +213,7 @@ def layer_norm_array(x, w=None, b=None, eps: float = 1e-5):
     return _affine(xhat, w, b), xhat, rstd
 
 
-def rms_norm_array(x, w=None, eps: float = 1e-6):
+def rms_norm_array(x, w=None, eps: float = RMS_NORM_EPS):
     """RMSNorm of an array x (..., C) with the optional gain w (C,) -> (y, xhat, rstd (..., 1)):
     the forward of the RMSNorm op, and a layer's no-graph decode step (nn/arrays.py)."""
     xp, acc = xp_of(x), acc_dtype(x.dtype)
@@ -224,22 +229,22 @@ def rms_norm_array(x, w=None, eps: float = 1e-6):
     return _affine(xhat, w, None), xhat, rstd
 
 
-@_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=True)
+@kernel_op(kernels.norm_forward, kernels.norm_backward, centered=True)
 class LayerNorm(_Norm):
     centered = True
 
-    def forward(self, x, *params, eps=1e-5, has_w=False, has_b=False):
+    def forward(self, x, *params, eps=LAYER_NORM_EPS, has_w=False, has_b=False):
         w = params[0] if has_w else None
         y, xhat, rstd = layer_norm_array(x, w, params[-1] if has_b else None, eps)
         self._save(xhat, rstd, w, has_w, has_b)
         return y
 
 
-@_cuda.kernel_op("norm", "norm_forward", "norm_backward", centered=False)
+@kernel_op(kernels.norm_forward, kernels.norm_backward, centered=False)
 class RMSNorm(_Norm):
     centered = False
 
-    def forward(self, x, *params, eps=1e-6, has_w=False, has_b=False):
+    def forward(self, x, *params, eps=RMS_NORM_EPS, has_w=False, has_b=False):
         w = params[0] if has_w else None
         y, xhat, rstd = rms_norm_array(x, w, eps)
         self._save(xhat, rstd, w, has_w, False)
@@ -262,7 +267,7 @@ def _check(x, weight, bias, op: str) -> None:
             raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {x.device}")
 
 
-def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
+def layer_norm(x, weight=None, bias=None, eps: float = LAYER_NORM_EPS):
     """Normalise `x` (..., C) over its last axis to zero mean and unit variance, then scale by
     `weight` (C,) and shift by `bias` (C,) when given. Same shape and dtype as `x`."""
     _check(x, weight, bias, "layer_norm")
@@ -270,7 +275,7 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
     return LayerNorm.apply(x, *params, eps=eps, has_w=weight is not None, has_b=bias is not None)
 
 
-def rms_norm(x, weight=None, eps: float = 1e-6):
+def rms_norm(x, weight=None, eps: float = RMS_NORM_EPS):
     """Scale `x` (..., C) by the reciprocal root-mean-square of its last axis, then by `weight`
     (C,) when given. Same shape and dtype as `x`."""
     _check(x, weight, None, "rms_norm")

@@ -8,8 +8,8 @@ Backward, with dn = dL/dn from the sublayer and g = dL/dout:
     dx = norm_backward(dn) + g,   dw = sum over rows of dn * xhat,   db = sum over rows of dn
 The norm runs over all rows on the calling thread (on the pool only when large, as the norm op
 does), not inside the sublayer's blocks: its many short NumPy passes hold the GIL for most of
-their time, so two threads running them at once queue on it (measured: a 384-row LayerNorm
-takes twice as long on each of two threads as on one alone). In backward it runs after the
+their time, so two threads running them at once queue on it and each runs slower than one
+alone. In backward it runs after the
 weight-gradient products were deferred, which the workers take meanwhile (they release the
 GIL). The same numbers as the norm op, the sublayer and an add composed: the norm's forward
 and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/

@@ -8,7 +8,8 @@ output (the same dtype as the input) and derives the gradient from it:
 """
 from __future__ import annotations
 
-from autograd import cuda as _cuda
+from autograd.cuda import kernel_op
+from autograd.cuda import softmax as kernels
 from autograd.backend import acc_dtype, xp_of
 from autograd.function import Function
 from autograd.sums import down_sums, row_sums
@@ -69,7 +70,7 @@ def log_softmax_array(x, axis: int = -1):
     return y
 
 
-@_cuda.kernel_op("softmax", "softmax_forward", "softmax_backward")
+@kernel_op(kernels.softmax_forward, kernels.softmax_backward)
 class Softmax(Function):
     def forward(self, x, axis=-1):
         self.axis = axis
@@ -85,7 +86,7 @@ class Softmax(Function):
         return (gx,)
 
 
-@_cuda.kernel_op("softmax", "softmax_forward", "softmax_backward", log=True)
+@kernel_op(kernels.softmax_forward, kernels.softmax_backward, log=True)
 class LogSoftmax(Function):
     def forward(self, x, axis=-1):
         self.axis = axis

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograd.ops.activation import GELU_TANH_CUBIC as _GELU_C
+from autograd.ops.activation import GELU_TANH_SCALE as _GELU_K
+from autograd.ops.norm import LAYER_NORM_EPS
 from gpt.gradflow.variants import Variant
-
-_GELU_K = math.sqrt(2.0 / math.pi)
-_GELU_C = 0.044715
+from nn.sublayer import sublayer
 
 
 @dataclass
@@ -116,19 +117,15 @@ def branch_jacobian(p: BlockParams, z: np.ndarray) -> np.ndarray:
     return (a["W2"].T * d) @ a["W1"].T
 
 
-def block_forward(p: BlockParams, x: np.ndarray, variant: Variant, eps: float = 1e-5) -> np.ndarray:
-    if p.kind == "linear":
-        f = branch_forward(p, x)
-        return x + f if variant.residual else f
-    g, b = p.arrays["g"], p.arrays["b"]
-    if variant.prenorm:
-        f = branch_forward(p, norm_forward(x, variant.norm, g, b, eps))
-        return x + f if variant.residual else f
-    u = x + branch_forward(p, x) if variant.residual else branch_forward(p, x)
-    return norm_forward(u, variant.norm, g, b, eps)
+def block_forward(p: BlockParams, x: np.ndarray, variant: Variant, eps: float = LAYER_NORM_EPS) -> np.ndarray:
+    """The block of x (C,) -> (C,), wired as nn.sublayer wires it (a linear block has no norm)."""
+    def norm(z):
+        return z if p.kind == "linear" else norm_forward(z, variant.norm, p.arrays["g"], p.arrays["b"], eps)
+
+    return sublayer(x, norm, lambda z: branch_forward(p, z), variant.prenorm, variant.residual)[1]
 
 
-def block_jacobian(p: BlockParams, x: np.ndarray, variant: Variant, eps: float = 1e-5) -> np.ndarray:
+def block_jacobian(p: BlockParams, x: np.ndarray, variant: Variant, eps: float = LAYER_NORM_EPS) -> np.ndarray:
     """Analytic d block(x) / dx, (C, C): I + J_F with a residual, J_F without (norm placed per variant)."""
     c = x.shape[0]
     eye = np.eye(c)
@@ -145,7 +142,7 @@ def block_jacobian(p: BlockParams, x: np.ndarray, variant: Variant, eps: float =
 
 
 # ---- the same blocks on autograd tensors -------------------------------------------------------
-def block_fn(p: BlockParams, variant: Variant, eps: float = 1e-5, residual: bool | None = None):
+def block_fn(p: BlockParams, variant: Variant, eps: float = LAYER_NORM_EPS, residual: bool | None = None):
     """A function Tensor (C,) -> Tensor (C,) computing the block with autograd ops (float64).
 
     `residual` overrides the variant's flag, so the same weights give the block and its branch.
@@ -156,6 +153,8 @@ def block_fn(p: BlockParams, variant: Variant, eps: float = 1e-5, residual: bool
     t = {k: autograd.Tensor(v) for k, v in p.arrays.items()}
 
     def norm(x):
+        if p.kind == "linear":
+            return x
         if variant.norm == "layernorm":
             return autograd.layer_norm(x, t["g"], t["b"], eps=eps)
         return autograd.rms_norm(x, t["g"], eps=eps)
@@ -166,12 +165,7 @@ def block_fn(p: BlockParams, variant: Variant, eps: float = 1e-5, residual: bool
         return (z @ t["W1"] + t["b1"]).gelu(approximate="tanh") @ t["W2"] + t["b2"]
 
     def fn(x):
-        if p.kind == "linear":
-            return x + branch(x) if res else branch(x)
-        if variant.prenorm:
-            f = branch(norm(x))
-            return x + f if res else f
-        return norm(x + branch(x) if res else branch(x))
+        return sublayer(x, norm, branch, variant.prenorm, res)[1]
 
     return fn
 

@@ -5,7 +5,7 @@
         x = x + mlp(ln_2(x))                    x = ln_2(x + mlp(x))
 
 With residual=False the "x +" disappears (x = attn(ln_1(x)), or x = ln_1(attn(x))), which is
-what the gradient-flow study compares against.
+what the gradient-flow study compares against. The wiring is nn.sublayer's.
 
 Training on the CPU, a plain pre-norm block (LayerNorm or RMSNorm, causal attention without RoPE
 or qk_norm, a GELU-tanh MLP, no dropout at work, no hooks, no record) runs as two ops, x +
@@ -29,6 +29,7 @@ from autograd.ops import self_attention
 from autograd.ops._util import host_floats
 from gpt.model.config import GPTConfig
 from nn.module import any_forward_hooks
+from nn.sublayer import sublayer
 
 RECORD_KEYS = ("input", "attn_out", "mid", "mlp_out", "output")
 
@@ -114,26 +115,18 @@ class Block(nn.Module):
         """forward of one new position per row on raw arrays, eval mode (no graph; see
         nn/arrays.py): x (B, C) at position `pos` -> (B, C). The two sublayers without _wire's
         record (a step fills none) or a closure per call: a decode step's cost is its calls."""
-        x = self._sublayer(x, self.ln_1.step, self.attn.step, kv_cache, pos)[1]
-        return self._sublayer(x, self.ln_2.step, self.mlp.step)[1]
+        pre, res = self.prenorm, self.residual
+        x = sublayer(x, self.ln_1.step, self.attn.step, pre, res, (kv_cache, pos))[1]
+        return sublayer(x, self.ln_2.step, self.mlp.step, pre, res)[1]
 
     def _wire(self, x, ln_1, attn, ln_2, mlp, rec):
         """The block's wiring, for Tensors (forward) and raw arrays (step) alike."""
         if rec is not None:
             rec["input"] = x
-        a, x = self._sublayer(x, ln_1, attn)
+        a, x = sublayer(x, ln_1, attn, self.prenorm, self.residual)
         if rec is not None:
             rec["attn_out"], rec["mid"] = a, x
-        m, x = self._sublayer(x, ln_2, mlp)
+        m, x = sublayer(x, ln_2, mlp, self.prenorm, self.residual)
         if rec is not None:
             rec["mlp_out"], rec["output"] = m, x
         return x
-
-    def _sublayer(self, x, norm, f, *args):
-        """(f's output, the new stream): pre-norm x + f(norm(x), *args), post-norm
-        norm(x + f(x, *args)), without the skip when residual is off. (B, T, C) or (B, C) alike."""
-        if self.prenorm:
-            out = f(norm(x), *args)
-            return out, (x + out if self.residual else out)
-        out = f(x, *args)
-        return out, norm(x + out if self.residual else out)

@@ -6,6 +6,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from autograd import cuda
+from autograd.cuda import adamw as kernels
 from autograd.ops._util import host_floats
 from nn.optim.optimizer import Optimizer
 
@@ -40,9 +42,8 @@ class AdamW(Optimizer):
     def _update(self, p, g, group: dict, state: dict) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t, m, v = _advance(p, state)
-        if _use_fused(p):  # CuPy arrays: one fused kernel per parameter (autograd/cuda/elementwise.py)
-            from autograd.cuda.elementwise import adamw_update
-            return adamw_update(p, g, m, v, lr, b1, b2, eps, wd, t)
+        if cuda.use(p):  # CuPy arrays: one fused kernel per parameter
+            return kernels.adamw_update(p, g, m, v, lr, b1, b2, eps, wd, t)
         _adamw_arrays(p, g, m, v, lr, b1, b2, eps, wd, t)
 
     def _update_group(self, items: list, group: dict) -> None:
@@ -51,7 +52,7 @@ class AdamW(Optimizer):
         group of many small parameters updates as flat buffers (FlatAdamW)."""
         if len(items) < 2:
             return super()._update_group(items, group)
-        if not _use_fused(items[0][0]):
+        if not cuda.use(items[0][0]):
             if not FlatAdamW.takes(items):
                 return super()._update_group(items, group)
             layout = self._flat.get(id(group))
@@ -60,7 +61,6 @@ class AdamW(Optimizer):
             lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
             return layout.update(items, lr, b1, b2, eps, wd)
         from autograd.backend import device_of
-        from autograd.cuda.elementwise import adamw_multi_update
 
         batches: dict = {}
         for p, g, state in items:
@@ -68,7 +68,7 @@ class AdamW(Optimizer):
             batches.setdefault((p.dtype, device_of(p), t), []).append((p, g, m, v))
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         for (_, _, t), quads in batches.items():
-            adamw_multi_update(quads, lr, b1, b2, eps, wd, t)
+            kernels.adamw_multi_update(quads, lr, b1, b2, eps, wd, t)
 
 
 def _advance(p, state: dict) -> tuple:
@@ -82,8 +82,8 @@ def _advance(p, state: dict) -> tuple:
 
 
 # Elements per pool task of a large parameter's update: its ~14 passes over a block of the pool's
-# usual 64 Ki elements are too short to release the GIL for long, so two threads queue on it
-# (config (b)'s AdamW step alone: 20 ms in 64 Ki blocks, 13 ms in 256 Ki, 18 ms in 1 Mi).
+# usual 64 Ki elements are too short to release the GIL for long, so two threads queue on it;
+# much larger blocks no longer fit in cache between passes.
 CHUNK_ELEMENTS = 1 << 18
 
 
@@ -193,12 +193,6 @@ class FlatAdamW:
                     p += self.tmp[o:e].reshape(p.shape)
 
         parallel.for_chunks(run, len(self.parts), off[-1] // max(1, len(self.parts)), step=1)
-
-
-def _use_fused(a) -> bool:
-    from autograd.cuda import use
-
-    return use(a)
 
 
 def _xp(a):

@@ -30,7 +30,7 @@ def _squares(grads: list) -> dict:
             flat = flat.astype("float32")
         if type(flat) is np.ndarray:
             # a float: the same sums in the same order as the float64 arrays, with less Python
-            # per gradient (a GPT's ~50 small gradients took 0.3 ms, a phase on one thread)
+            # per gradient (a GPT has dozens of small gradients, each summed on one thread)
             per_device["cpu"] = float(flat.dot(flat)) + per_device.get("cpu", 0.0)
             continue
         key = device_of(g)

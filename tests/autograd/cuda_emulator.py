@@ -206,6 +206,7 @@ def emulated_kernels(cache_dir: str | None = None):
     """Within the block, ops on NumPy float16/32/64 arrays take their fused-GPU branch, with the
     kernels compiled for the CPU. Yields nothing; restores everything on exit."""
     import autograd.cuda as acuda
+    from autograd.cuda._compile import kernel_modules
 
     cache_dir = cache_dir or tempfile.mkdtemp(prefix="cuda_emu_")
     libs: dict = {}
@@ -217,12 +218,7 @@ def emulated_kernels(cache_dir: str | None = None):
         return libs[key].get(name)
 
     patched = []
-    import autograd.cuda.attention as m_att
-    import autograd.cuda.elementwise as m_el
-    import autograd.cuda.norm as m_norm
-    import autograd.cuda.softmax as m_soft
-
-    for mod in (m_att, m_el, m_norm, m_soft):
+    for mod in kernel_modules():
         patched.append((mod, "get_kernel", mod.get_kernel))
         mod.get_kernel = get_kernel
     patched.append((acuda, "use", acuda.use))

@@ -178,11 +178,11 @@ def test_adamw_kernel(emu_dir):
 def test_adamw_updates_a_group_in_one_multi_tensor_launch(emu_dir, monkeypatch):
     """Two groups of parameters of several sizes (small chunks, so tensors span several and end
     mid-chunk): the same weights and moments as the CPU update, one launch per group and step."""
-    import autograd.cuda.elementwise as m_el
+    import autograd.cuda.adamw as m_adamw
     from nn import Parameter
     from nn.optim import AdamW
 
-    monkeypatch.setattr(m_el, "CHUNK", 64)
+    monkeypatch.setattr(m_adamw, "CHUNK", 64)
     shapes = [(7, 5), (300,), (13, 11), (1,), (130,)]
     w0 = [RNG.standard_normal(s) for s in shapes]
     grads = [[RNG.standard_normal(s) for s in shapes] for _ in range(3)]
@@ -193,8 +193,8 @@ def test_adamw_updates_a_group_in_one_multi_tensor_launch(emu_dir, monkeypatch):
                     lr=1e-2, betas=(0.9, 0.95))
         with (cuda_emulator.emulated_kernels(emu_dir) if emulate else _nothing()):
             if emulate:
-                get = m_el.get_kernel
-                monkeypatch.setattr(m_el, "get_kernel", lambda *a, **k: launches.append(a[1]) or get(*a, **k))
+                get = m_adamw.get_kernel
+                monkeypatch.setattr(m_adamw, "get_kernel", lambda *a, **k: launches.append(a[1]) or get(*a, **k))
             for gs in grads:
                 for p, g in zip(ps, gs):
                     p.grad = g.copy()
