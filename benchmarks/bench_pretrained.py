@@ -29,7 +29,8 @@ from autograd import manual_seed, no_grad
 from gpt.model.config import GPTConfig
 from gpt.model.gpt import GPT
 from gpt.pretrained import hf_weights
-from gpt.pretrained.hf_config import config_to_hf, export_architecture
+from gpt.pretrained.families import export_family
+from gpt.pretrained.hf_config import config_to_hf
 
 SHAPES = {
     "gpt2-124M f32": (GPTConfig.preset("gpt2"), False),
@@ -47,7 +48,7 @@ def write_folder(folder: Path, cfg: GPTConfig, bf16: bool) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     manual_seed(0)
     state = GPT(cfg).state_dict()
-    tensors = hf_weights.to_hf(state, cfg, export_architecture(cfg))
+    tensors = hf_weights.to_hf(state, cfg, export_family(cfg))
     (folder / "config.json").write_text(json.dumps(config_to_hf(cfg)))
     if bf16:
         from nn.checkpoint import save_safetensors

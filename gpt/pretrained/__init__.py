@@ -1,10 +1,12 @@
-"""Real models in and out: Hugging Face model folders (GPT-2, LLaMA, Mistral, Qwen2) and GGUF.
+"""Real models in and out: Hugging Face model folders (GPT-2, LLaMA, Qwen2, Mistral, Phi-3) and GGUF.
 
     from_pretrained(path)            a GPT from a local Hugging Face folder (also GPT.from_pretrained)
     save_pretrained(model, dir)      a folder transformers loads (also model.save_pretrained)
     load_tokenizer(path)             the folder's tokenizer.json (or vocab.json + merges.txt), or None
     save_gguf(model, file)           a GGUF v3 file for llama.cpp (gpt.pretrained.gguf)
     load_init(path)                  (GPTConfig, state_dict) of a run folder, checkpoint or HF folder
+
+Each family is one record in gpt.pretrained.families; the modules here only read those records.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.pretrained.folder import load_tokenizer
-from gpt.pretrained.hf_config import UnsupportedModel
+from gpt.pretrained.families import UnsupportedModel
 
 __all__ = ["from_pretrained", "save_pretrained", "load_tokenizer", "save_gguf", "load_init", "is_hf_folder",
            "UnsupportedModel"]
@@ -52,19 +54,23 @@ def from_pretrained(path: str | os.PathLike, block_size: int | None = None, devi
     return build(cfg, state, device)
 
 
-def save_pretrained(model, path: str | os.PathLike, tokenizer: Any = None, bf16: bool = False) -> Path:
-    """Write `model` (and `tokenizer`) as a Hugging Face folder: GPT2LMHeadModel, LlamaForCausalLM
-    or Qwen2ForCausalLM, whichever computes the same; others raise UnsupportedModel."""
+def save_pretrained(model, path: str | os.PathLike, tokenizer: Any = None, bf16: bool = False,
+                    family: str | None = None) -> Path:
+    """Write `model` (and `tokenizer`) as a Hugging Face folder of the first family that computes
+    the same (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM), or of the one named
+    ("mistral", "phi3", ...); one that cannot raises UnsupportedModel."""
     from gpt.pretrained.folder import save
 
-    return save(path, model.config, model.state_dict(), tokenizer=tokenizer, bf16=bf16)
+    return save(path, model.config, model.state_dict(), tokenizer=tokenizer, bf16=bf16, family=family)
 
 
-def save_gguf(model, path: str | os.PathLike, tokenizer: Any = None, dtype: str = "f32") -> Path:
-    """Write `model` (and `tokenizer`) as a GGUF v3 file (gpt.pretrained.gguf)."""
+def save_gguf(model, path: str | os.PathLike, tokenizer: Any = None, dtype: str = "f32",
+              family: str | None = None) -> Path:
+    """Write `model` (and `tokenizer`) as a GGUF v3 file (gpt.pretrained.gguf); family as for
+    save_pretrained."""
     from gpt.pretrained.gguf import save
 
-    return save(path, model.config, model.state_dict(), tokenizer=tokenizer, dtype=dtype)
+    return save(path, model.config, model.state_dict(), tokenizer=tokenizer, dtype=dtype, family=family)
 
 
 def load_init(path: str | os.PathLike, block_size: int | None = None):

@@ -3,7 +3,7 @@
     config.json                      the architecture and its shape (gpt.pretrained.hf_config)
     model.safetensors                the weights, or shards listed by
     model.safetensors.index.json     {"weight_map": {tensor name: shard file}}
-    tokenizer.json                   byte-level BPE (bpe.hf), or GPT-2's vocab.json + merges.txt
+    tokenizer.json                   byte-level BPE (bpe.files.huggingface), or GPT-2's vocab.json + merges.txt
     tokenizer_config.json            what AutoTokenizer needs besides tokenizer.json
 
 A folder with only `pytorch_model.bin` (a pickle, which we never load) is refused with the
@@ -18,23 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from bpe.files.jsonio import read_json
 from gpt.model.config import GPTConfig
 from gpt.pretrained import hf_config, hf_weights
-from gpt.pretrained.hf_config import UnsupportedModel
+from gpt.pretrained.families import export_family
 
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-
-
-def read_json(path: Path, what: str) -> Any:
-    from nn.checkpoint import parse_json
-
-    try:
-        return parse_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path.parent}: no {path.name} ({what})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -88,8 +78,7 @@ def load(path: str | os.PathLike, block_size: int | None = None) -> tuple[GPTCon
         raise ValueError(f"{folder / 'config.json'}: expected a JSON object")
     where = str(folder / "config.json")
     cfg = hf_config.config_from_hf(hf, where, block_size)
-    arch = hf_config.architecture(hf, where)
-    state = hf_weights.from_hf(read_weights(folder), cfg, arch, str(folder))
+    state = hf_weights.from_hf(read_weights(folder), cfg, hf_config.architecture(hf, where), str(folder))
     return cfg, state
 
 
@@ -105,23 +94,18 @@ def load_tokenizer(path: str | os.PathLike):
     return None
 
 
-def _eot_id(tokenizer) -> int | None:
-    specials = getattr(tokenizer, "special_tokens", {}) or {}
-    for name in ("<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>"):
-        if name in specials:
-            return specials[name]
-    return None
-
-
 def save(folder: str | os.PathLike, cfg: GPTConfig, state: dict[str, Any], tokenizer=None,
-         bf16: bool = False) -> Path:
+         bf16: bool = False, family: str | None = None) -> Path:
     """Write config.json, model.safetensors (BF16 when asked) and, for a bpe Tokenizer,
-    tokenizer.json + tokenizer_config.json: a folder AutoModelForCausalLM/AutoTokenizer load."""
+    tokenizer.json + tokenizer_config.json: a folder AutoModelForCausalLM/AutoTokenizer load.
+    family: the one to write as (default: the first that computes the same). The token ids in
+    config.json are the tokenizer's end-of-text id, or null (never the class's defaults, which
+    need not exist in this vocabulary)."""
     from autograd import backend
+    from bpe.files.atomic import atomic_write_text
     from nn.checkpoint import save_safetensors
-    from nn.atomic import atomic_write_text
 
-    arch = hf_config.export_architecture(cfg)  # refuses before anything is written
+    f = export_family(cfg, family)  # refuses before anything is written
     if tokenizer is not None and not hasattr(tokenizer, "save_huggingface"):
         import warnings
 
@@ -131,10 +115,9 @@ def save(folder: str | os.PathLike, cfg: GPTConfig, state: dict[str, Any], token
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     host = {k: backend.to_device(v, "cpu") for k, v in state.items()}
-    eot = _eot_id(tokenizer) if tokenizer is not None else None
-    ids = {} if eot is None else {"bos_token_id": eot, "eos_token_id": eot}
-    save_safetensors(folder / SINGLE, hf_weights.to_hf(host, cfg, arch), metadata={"format": "pt"}, bf16=bf16)
-    hf = hf_config.config_to_hf(cfg, ids)
+    eot = f.eot_id(tokenizer)
+    save_safetensors(folder / SINGLE, hf_weights.to_hf(host, cfg, f), metadata={"format": "pt"}, bf16=bf16)
+    hf = hf_config.config_to_hf(cfg, {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": None}, f.name)
     if bf16:
         hf["torch_dtype"] = "bfloat16"
     atomic_write_text(folder / "config.json", json.dumps(hf, indent=2) + "\n")

@@ -9,7 +9,8 @@ import pytest
 
 from autograd import manual_seed
 from gpt import GPT, GPTConfig
-from gpt.pretrained import UnsupportedModel, hf_weights
+from gpt.pretrained import UnsupportedModel, hf_weights, save_pretrained
+from gpt.pretrained.families import named
 from gpt.pretrained.hf_config import config_to_hf
 from nn import bfloat16
 
@@ -95,13 +96,14 @@ def llama_reference(w, cfg, ids):
 
 
 # ---- writing folders the way Hugging Face does ---------------------------------------------------
-def random_hf_tensors(cfg, arch, seed=0):
-    """Random float32 tensors under Hugging Face's names and shapes (our mapping, inverted)."""
+def random_hf_tensors(cfg, family, seed=0):
+    """Random float32 tensors under Hugging Face's names and shapes (our mapping, inverted);
+    family: a family's name or HF class."""
     manual_seed(seed)
     model = GPT(cfg)
     rng = np.random.default_rng(seed)
     state = {k: (v + rng.normal(0, 0.1, v.shape)).astype(np.float32) for k, v in model.state_dict().items()}
-    return hf_weights.to_hf(state, cfg, arch)
+    return hf_weights.to_hf(state, cfg, named(family))
 
 
 def save_bf16_by_hand(path, tensors):
@@ -162,6 +164,102 @@ def test_llama_family_files_give_the_reference_logits(tmp_path, cfg, arch, bf16)
     ref = llama_reference({k: v.astype(np.float64) for k, v in tensors.items()}, cfg, IDS)
     np.testing.assert_allclose(model(IDS[None])[0].numpy()[0], ref, atol=1e-4)
     assert model.config.kv_heads == cfg.kv_heads and model.config.has_qkv_bias == cfg.has_qkv_bias
+
+
+# Phi-3-mini-4k's config.json, shrunk: no biases, fused qkv_proj / gate_up_proj, a window of
+# max_position_embeddings - 1 (2047 of 4096 in the real one).
+PHI3 = LLAMA_GQA.replace(norm_eps=1e-5, rope_base=10000.0)
+
+
+def phi3_config(**changes):
+    return dict({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "attention_dropout": 0.0,
+                 "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
+                 "hidden_size": PHI3.n_embd, "initializer_range": 0.02, "intermediate_size": PHI3.hidden,
+                 "max_position_embeddings": T, "num_attention_heads": PHI3.n_head, "num_hidden_layers": PHI3.n_layer,
+                 "num_key_value_heads": PHI3.kv_heads, "original_max_position_embeddings": T, "pad_token_id": 32000,
+                 "resid_pdrop": 0.0, "rms_norm_eps": 1e-5, "rope_scaling": None, "rope_theta": 10000.0,
+                 "sliding_window": T - 1, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+                 "use_cache": True, "vocab_size": V}, **changes)
+
+
+def fuse_to_phi3(tensors):
+    """LLaMA-named tensors fused by hand into Phi-3's: q, k, v rows stacked; gate rows, then up rows."""
+    out = {}
+    for name, arr in tensors.items():
+        if ".self_attn.q_proj." in name:
+            p = name.split("q_proj")[0]
+            out[p + "qkv_proj.weight"] = np.concatenate([tensors[p + f"{x}_proj.weight"] for x in "qkv"], axis=0)
+        elif ".mlp.gate_proj." in name:
+            p = name.split("gate_proj")[0]
+            out[p + "gate_up_proj.weight"] = np.concatenate([arr, tensors[p + "up_proj.weight"]], axis=0)
+        elif not any(f".{x}." in name for x in ("k_proj", "v_proj", "up_proj")):
+            out[name] = arr
+    return out
+
+
+def test_phi3_files_give_the_reference_logits_within_its_window(tmp_path):
+    split = random_hf_tensors(PHI3, "llama")
+    fused = fuse_to_phi3(split)
+    qkv = fused["model.layers.0.self_attn.qkv_proj.weight"]
+    assert qkv.shape == (PHI3.n_embd + 2 * PHI3.kv_heads * PHI3.head_dim, PHI3.n_embd)
+    assert fused["model.layers.0.mlp.gate_up_proj.weight"].shape == (2 * PHI3.hidden, PHI3.n_embd)
+    folder = write_folder(tmp_path / "phi3", PHI3, fused, config=phi3_config())
+    with pytest.raises(UnsupportedModel, match="sliding_window.*block_size <= 15"):
+        GPT.from_pretrained(folder)
+    model = GPT.from_pretrained(folder, block_size=T - 1)
+    ref = llama_reference({k: v.astype(np.float64) for k, v in split.items()}, PHI3, IDS[:T - 1])
+    np.testing.assert_allclose(model(IDS[None, :T - 1])[0].numpy()[0], ref, atol=1e-4)
+    unwindowed = GPT.from_pretrained(write_folder(tmp_path / "full", PHI3, fused, config=phi3_config(sliding_window=None)))
+    assert unwindowed.config == PHI3.replace(init_std=unwindowed.config.init_std)
+
+
+@pytest.mark.parametrize("changes,named_field", [
+    ({"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4}}, "rope_scaling"),
+    ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
+     "partial_rotary_factor"),
+    ({"hidden_act": "gelu"}, "hidden_act"),
+])
+def test_phi3_variants_we_do_not_compute_are_refused_by_name(tmp_path, changes, named_field):
+    fused = fuse_to_phi3(random_hf_tensors(PHI3, "llama"))
+    with pytest.raises(UnsupportedModel, match=named_field):
+        GPT.from_pretrained(write_folder(tmp_path / "m", PHI3, fused, config=phi3_config(sliding_window=None, **changes)))
+
+
+def test_phi3_round_trips_through_save_pretrained_with_fused_tensors(tmp_path):
+    manual_seed(3)
+    model = GPT(PHI3).eval()
+    save_pretrained(model, tmp_path / "out", family="phi3")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["architectures"] == ["Phi3ForCausalLM"] and config["model_type"] == "phi3"
+    assert config["sliding_window"] is None and config["rope_scaling"] is None
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (None, None, None)
+    tensors = safetensors_numpy.load_file(str(tmp_path / "out" / "model.safetensors"))
+    sd = model.state_dict()
+    np.testing.assert_array_equal(tensors["model.layers.1.self_attn.qkv_proj.weight"],
+                                  sd["transformer.h.1.attn.c_attn.weight"].T)
+    gate_up = tensors["model.layers.0.mlp.gate_up_proj.weight"]
+    np.testing.assert_array_equal(gate_up[:PHI3.hidden], sd["transformer.h.0.mlp.c_fc.weight"][:, :PHI3.hidden].T)
+    assert not any("q_proj" in n or "gate_proj." in n for n in tensors)
+    back = GPT.from_pretrained(tmp_path / "out")
+    assert back.config == PHI3.replace(init_std=back.config.init_std)
+    assert np.array_equal(model(IDS[None])[0].numpy(), back(IDS[None])[0].numpy())
+    with pytest.raises(UnsupportedModel, match="Phi3ForCausalLM.*no biases"):
+        save_pretrained(GPT(PHI3.replace(bias=True)), tmp_path / "b", family="phi3")
+
+
+def test_token_ids_in_config_json_are_the_tokenizers_end_of_text_or_null(tmp_path):
+    from bpe import Tokenizer
+
+    model = GPT(GPT2.replace(vocab_size=301))
+    texts = ["hello world, hello tokens " * 20]
+    with_eot = Tokenizer.train_from_iterator(texts, vocab_size=265, special_tokens=["<|endoftext|>"])
+    for name, tok, expected in [("none", None, None), ("eot", with_eot, with_eot.special_tokens["<|endoftext|>"]),
+                                ("plain", Tokenizer.train_from_iterator(texts, vocab_size=265), None)]:
+        model.save_pretrained(tmp_path / name, tokenizer=tok)
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["bos_token_id"] == config["eos_token_id"] == expected, name
+        assert config["pad_token_id"] is None  # never a class default such as GPT-2's 50256 or Phi-3's 32000
 
 
 @pytest.mark.parametrize("cfg", [GPT2, LLAMA_GQA, QWEN2, LLAMA_GQA.replace(bias=True)],

@@ -78,56 +78,125 @@ def test_tokenizer_json_we_cannot_reproduce_is_refused_by_name(tmp_path, change,
 GGUF_GPT2 = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=4, n_embd=32)
 GGUF_LLAMA = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, pos="rope",
                        norm="rmsnorm", mlp="swiglu", mlp_hidden=48, bias=False, tie_weights=False)
+GGUF_QWEN2 = GGUF_LLAMA.replace(qkv_bias=True, tie_weights=True)
 
 
-@pytest.mark.parametrize("cfg,arch", [(GGUF_GPT2, "gpt2"), (GGUF_LLAMA, "llama")])
+def _interleaved(rows, heads):
+    """llama.cpp's llama rows: per head, the pairs (x_i, x_{i + hs/2}) interleaved."""
+    n, C = rows.shape
+    return rows.reshape(heads, 2, n // heads // 2, C).transpose(0, 2, 1, 3).reshape(n, C)
+
+
+def _check_tensors(W, sd, cfg, arch, tol):
+    C, kv, H = cfg.n_embd, cfg.kv_heads * cfg.head_dim, cfg.hidden
+    c_attn, c_fc = sd["transformer.h.0.attn.c_attn.weight"], sd["transformer.h.0.mlp.c_fc.weight"]
+    if arch == "gpt2":
+        np.testing.assert_allclose(W("blk.1.attn_qkv.weight"), sd["transformer.h.1.attn.c_attn.weight"].T, **tol)
+        np.testing.assert_allclose(W("position_embd.weight"), sd["transformer.wpe.weight"], **tol)
+    elif arch == "phi3":  # fused as they are: q, k, v rows; gate rows, then up rows; half-split RoPE
+        np.testing.assert_allclose(W("blk.0.attn_qkv.weight"), c_attn.T, **tol)
+        np.testing.assert_allclose(W("blk.0.ffn_up.weight"), c_fc.T, **tol)
+        np.testing.assert_allclose(W("blk.0.ffn_up.weight")[:H], c_fc[:, :H].T, **tol)
+    else:
+        q, k = c_attn[:, :C].T, c_attn[:, C:C + kv].T
+        if arch == "llama":
+            q, k = _interleaved(q, cfg.n_head), _interleaved(k, cfg.kv_heads)
+        np.testing.assert_allclose(W("blk.0.attn_q.weight"), q, **tol)
+        np.testing.assert_allclose(W("blk.0.attn_k.weight"), k, **tol)
+        np.testing.assert_allclose(W("blk.0.ffn_gate.weight"), c_fc[:, :H].T, **tol)
+        if arch == "qwen2":
+            np.testing.assert_allclose(W("blk.0.attn_q.bias"), sd["transformer.h.0.attn.c_attn.bias"][:C], **tol)
+    if not cfg.tie_weights:
+        np.testing.assert_allclose(W("output.weight"), sd["lm_head.weight"].T, **tol)
+
+
+@pytest.mark.parametrize("cfg,arch,family", [(GGUF_GPT2, "gpt2", None), (GGUF_LLAMA, "llama", None),
+                                             (GGUF_QWEN2, "qwen2", None), (GGUF_LLAMA, "phi3", "phi3")])
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_gguf_reads_back_with_the_gguf_package(tmp_path, cfg, arch, dtype):
+def test_gguf_reads_back_with_the_gguf_package(tmp_path, cfg, arch, family, dtype):
     gguf = pytest.importorskip("gguf")
     manual_seed(0)
     model = GPT(cfg)
     tok = Tokenizer.train_from_iterator(_texts()[:3], vocab_size=290, special_tokens=["<|endoftext|>"])
-    path = save_gguf(model, tmp_path / "m.gguf", tokenizer=tok, dtype=dtype)
+    path = save_gguf(model, tmp_path / "m.gguf", tokenizer=tok, dtype=dtype, family=family)
     r = gguf.GGUFReader(str(path))
     field = lambda k: r.fields[k].contents()  # noqa: E731
-    assert field("general.architecture") == arch
+    assert field("general.architecture") == arch and field(f"{arch}.vocab_size") == cfg.vocab_size
     assert field(f"{arch}.block_count") == cfg.n_layer and field(f"{arch}.embedding_length") == cfg.n_embd
     assert field(f"{arch}.attention.head_count") == cfg.n_head and field(f"{arch}.context_length") == cfg.block_size
     assert field(f"{arch}.feed_forward_length") == cfg.hidden
-    if arch == "llama":
-        assert field("llama.attention.head_count_kv") == cfg.kv_heads
-        assert field("llama.rope.dimension_count") == cfg.head_dim
+    assert field(f"{arch}.attention.head_count_kv") == cfg.kv_heads
+    if arch != "gpt2":
+        assert field(f"{arch}.rope.dimension_count") == cfg.head_dim
     tokens = field("tokenizer.ggml.tokens")
     assert len(tokens) == cfg.vocab_size and tokens[tok.special_tokens["<|endoftext|>"]] == "<|endoftext|>"
-    assert field("tokenizer.ggml.model") == "gpt2" and field("tokenizer.ggml.eos_token_id") == tok.special_tokens["<|endoftext|>"]
-    # names: llama.cpp's own, as the gguf package spells them
-    known = {n.format(bid=i) for n in gguf.TENSOR_NAMES.values() for i in range(cfg.n_layer)}
+    assert field("tokenizer.ggml.model") == "gpt2" and field("tokenizer.ggml.pre") == "llama-bpe"
+    assert field("tokenizer.ggml.eos_token_id") == tok.special_tokens["<|endoftext|>"]
+    # names: llama.cpp's own for this architecture, as the gguf package spells them
+    arch_enum = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
+    known = {gguf.TENSOR_NAMES[t].format(bid=i) for t in gguf.MODEL_TENSORS[arch_enum] for i in range(cfg.n_layer)}
     tensors = {t.name: t for t in r.tensors}
     assert all(name.rsplit(".", 1)[0] in known for name in tensors), sorted(tensors)
-    sd = {k: v for k, v in model.state_dict().items()}
+    assert ("output.weight" in tensors) == (not cfg.tie_weights)  # tied: llama.cpp uses token_embd
+    sd = model.state_dict()
     W = lambda name: np.asarray(tensors[name].data, np.float32)  # noqa: E731
     tol = dict(atol=1e-3 if dtype == "f16" else 0)
     np.testing.assert_allclose(W("token_embd.weight"), sd["transformer.wte.weight"], **tol)
     assert tensors["token_embd.weight"].tensor_type.name == dtype.upper()
     assert tensors["blk.0.attn_norm.weight"].tensor_type.name == "F32"
-    if arch == "gpt2":
-        np.testing.assert_allclose(W("blk.1.attn_qkv.weight"), sd["transformer.h.1.attn.c_attn.weight"].T, **tol)
-        np.testing.assert_allclose(W("position_embd.weight"), sd["transformer.wpe.weight"], **tol)
-        assert "output.weight" not in tensors  # tied: llama.cpp uses token_embd
-    else:
-        C, kv, hs = cfg.n_embd, cfg.kv_heads * cfg.head_dim, cfg.head_dim
-        q = sd["transformer.h.0.attn.c_attn.weight"][:, :C].T          # (C_out, C_in), half-split rows
-        # llama.cpp's rows: per head, the pairs (x_i, x_{i + hs/2}) interleaved
-        inter = q.reshape(cfg.n_head, 2, hs // 2, C).transpose(0, 2, 1, 3).reshape(C, C)
-        np.testing.assert_allclose(W("blk.0.attn_q.weight"), inter, **tol)
-        k = sd["transformer.h.0.attn.c_attn.weight"][:, C:C + kv].T
-        np.testing.assert_allclose(W("blk.0.attn_k.weight"),
-                                   k.reshape(cfg.kv_heads, 2, hs // 2, C).transpose(0, 2, 1, 3).reshape(kv, C), **tol)
-        np.testing.assert_allclose(W("blk.0.ffn_gate.weight"), sd["transformer.h.0.mlp.c_fc.weight"][:, :48].T, **tol)
-        np.testing.assert_allclose(W("output.weight"), sd["lm_head.weight"].T, **tol)
-        assert tuple(int(s) for s in tensors["blk.0.attn_k.weight"].shape) == (C, kv)  # ne: innermost first
+    _check_tensors(W, sd, cfg, arch, tol)
+    assert tuple(int(s) for s in tensors["blk.0.attn_output.weight"].shape) == (cfg.n_embd, cfg.n_embd)
 
 
+def _gguf_fields(path):
+    gguf = pytest.importorskip("gguf")
+    r = gguf.GGUFReader(str(path))
+    return {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
+
+
+def test_every_split_pattern_we_read_gets_its_llama_cpp_pre_tokenizer_name(tmp_path):
+    from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
+
+    tk = pytest.importorskip("tokenizers")
+    texts, model = _texts()[:2], GPT(GGUF_GPT2)
+    cases = {"gpt-2": GPT2_PATTERN, "llama-bpe": GPT4_PATTERN, "gpt-4o": O200K_PATTERN}
+    for style, split in (("llama-bpe", LLAMA3_SPLIT), ("qwen2", QWEN2_SPLIT)):  # as from_huggingface reads them
+        hf = tk.Tokenizer(tk.models.BPE(ignore_merges=True))
+        hf.pre_tokenizer = tk.pre_tokenizers.Sequence([tk.pre_tokenizers.Split(tk.Regex(split), "isolated"),
+                                                       tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.train_from_iterator(texts, tk.trainers.BpeTrainer(
+            vocab_size=290, initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+        hf.save(str(tmp_path / f"{style}.json"))
+        tok = Tokenizer.from_huggingface(tmp_path / f"{style}.json")
+        save_gguf(model, tmp_path / f"{style}.gguf", tokenizer=tok)
+        assert _gguf_fields(tmp_path / f"{style}.gguf")["tokenizer.ggml.pre"] == style
+    for name, pattern in cases.items():
+        tok = Tokenizer.train_from_iterator(texts, vocab_size=280, pattern=pattern)
+        save_gguf(model, tmp_path / "p.gguf", tokenizer=tok)
+        assert _gguf_fields(tmp_path / "p.gguf")["tokenizer.ggml.pre"] == name
+    odd = Tokenizer.train_from_iterator(texts, vocab_size=280, pattern=r"\w+|\s+|.")
+    with pytest.raises(ValueError, match=r"pattern '\\\\w\+.*no llama.cpp pre-tokenizer name"):
+        save_gguf(model, tmp_path / "odd.gguf", tokenizer=odd)
+    assert not (tmp_path / "odd.gguf").exists()
+
+
+def test_gguf_without_a_tokenizer_or_with_a_char_level_one_names_its_vocabulary(tmp_path):
+    from gpt.data.char_tokenizer import CharTokenizer
+
+    model = GPT(GGUF_GPT2)
+    save_gguf(model, tmp_path / "bare.gguf")
+    bare = _gguf_fields(tmp_path / "bare.gguf")
+    assert bare["tokenizer.ggml.model"] == "none" and bare["gpt2.vocab_size"] == GGUF_GPT2.vocab_size
+    assert not any(k.startswith("tokenizer.ggml.") and k != "tokenizer.ggml.model" for k in bare)
+    chars = CharTokenizer.train(["hello wörld, 日本 \n"], special_tokens=["<|endoftext|>"])
+    save_gguf(model, tmp_path / "char.gguf", tokenizer=chars)
+    f = _gguf_fields(tmp_path / "char.gguf")
+    assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == "gpt-2"
+    tokens, eot = f["tokenizer.ggml.tokens"], chars.special_tokens["<|endoftext|>"]
+    assert tokens[chars.encode("h")[0]] == "h" and tokens[chars.encode(" ")[0]] == "Ġ" and tokens[eot] == "<|endoftext|>"
+    assert tokens[chars.encode("ö")[0]] == "Ã¶" and f["tokenizer.ggml.eos_token_id"] == eot
+    # each multi-byte character is made by merging its bytes left to right, and nothing else merges
+    assert set(f["tokenizer.ggml.merges"]) == {"Ã ¶", "æ Ĺ", "æĹ ¥", "æ ľ", "æľ ¬"}
 # ---- the commands -----------------------------------------------------------------------------------
 def test_export_import_and_fine_tune_through_the_cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
