@@ -3,14 +3,14 @@
     python3 benchmarks/bench_decode.py                   # batch 1 and 8, 256 steps, 15 rounds
     OPENBLAS_NUM_THREADS=1 GPT_THREADS=1 python3 benchmarks/bench_decode.py --batch 1
 
-Peers, each only where it can run, on the same weights, batches and threads:
-- "before": the hand-written decoder that GPT.step replaced (gpt/inference/fast_decode.py,
-  deleted in f8664f1), loaded from the git history of this clone (--before REV);
+Peers, on the same weights, batches and threads:
+- "rowmajor": GPT.step in the model's own weight layouts (what nn.step_layouts saves);
+- "forward": the cached forward through the graph's ops, `model(tokens, kv_caches=...,
+  last_only=True)` under no_grad (the path a model without array steps, MoE, decodes by);
 - "torch": the same step in PyTorch eager (benchmarks/_torch_decode.py), when installed.
 Model: config (b), 6 layers, 6 heads, n_embd 384, vocab 4096, bias off, block_size 512,
 random weights. "ours" steps in the weight layouts the generation loop uses (nn.step_layouts:
-column-major copies of the tall weights, made with the caches, untimed like them; about two
-steps' time). A round decodes `--steps` positions after a 16-token prefill (each peer with
+column-major copies of the tall weights, made with the caches, untimed like them). A round decodes `--steps` positions after a 16-token prefill (each peer with
 its own caches); rounds alternate the order of the decoders so that the machine's noise falls
 on all alike. The table gives the median and the fastest round per step, each peer's median
 against ours (ours / it: below 1, ours is faster) and the median of the rounds' own ratios
@@ -20,12 +20,9 @@ steps are checked to agree before timing.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -49,22 +46,16 @@ def make_model() -> GPT:
     return GPT(cfg).eval()
 
 
-def before_decoder(rev: str, model: GPT):
-    """step(tokens, pos) of the deleted hand-written decoder at `rev`, or None without git."""
-    try:
-        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:gpt/inference/fast_decode.py"],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    path = Path(tempfile.mkdtemp()) / "fast_decode_before.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("fast_decode_before", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FastDecoder(model).step
+def forward_step(model: GPT):
+    """step(tokens (B,), caches, pos) -> (B, V) logits through the model's forward (no graph kept)."""
+    def step(tokens, caches, pos):
+        with autograd.no_grad():
+            logits, _ = model(np.asarray(tokens)[:, None], kv_caches=caches, pos_offset=pos, last_only=True)
+        return logits.data[:, -1, :]
+    return step
 
 
-def decoders(model: GPT, batch: int, rev: str) -> dict:
+def decoders(model: GPT, batch: int) -> dict:
     """name -> fresh(): a new step(tokens (B,), pos) -> logits with empty caches of its own."""
     cfg = model.config
 
@@ -87,10 +78,7 @@ def decoders(model: GPT, batch: int, rev: str) -> dict:
                 return model.step(tokens, c, pos)
         return step
 
-    out = {"ours": ours}
-    old = before_decoder(rev, model)
-    if old is not None:
-        out["before"] = with_caches(old)
+    out = {"ours": ours, "rowmajor": with_caches(model.step), "forward": with_caches(forward_step(model))}
     try:
         import torch
     except ImportError:
@@ -114,9 +102,9 @@ def run(fresh, tokens) -> tuple[float, np.ndarray]:
     return time.perf_counter() - t0, first
 
 
-def bench(model: GPT, batch: int, steps: int, rounds: int, rev: str) -> dict:
+def bench(model: GPT, batch: int, steps: int, rounds: int) -> dict:
     tokens = np.random.default_rng(batch).integers(0, model.config.vocab_size, (PREFILL + steps, batch))
-    runs = decoders(model, batch, rev)
+    runs = decoders(model, batch)
     ref = run(runs["ours"], tokens[:PREFILL + 2])[1]
     for name, fresh in runs.items():
         got = run(fresh, tokens[:PREFILL + 2])[1]
@@ -135,7 +123,6 @@ def main() -> None:
     ap.add_argument("--batch", default="1,8")
     ap.add_argument("--steps", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--before", default="f8664f1~1", help="the revision that still had fast_decode.py")
     args = ap.parse_args()
     model = make_model()
     print(f"load average {os.getloadavg()[0]:.2f}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '-')}, "
@@ -143,7 +130,7 @@ def main() -> None:
           f"{args.rounds} rounds")
     print(f"{'batch':>5} {'decoder':>8} {'median ms':>10} {'best ms':>8} {'ours / it':>10} {'paired':>8}")
     for batch in (int(b) for b in args.batch.split(",")):
-        times = bench(model, batch, args.steps, args.rounds, args.before)
+        times = bench(model, batch, args.steps, args.rounds)
         base = statistics.median(times["ours"])
         for name, ts in times.items():
             med = statistics.median(ts)

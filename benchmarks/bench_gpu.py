@@ -38,7 +38,7 @@ import numpy as np
 import autograd
 from autograd import backend
 from gpt.model.config import GPTConfig
-from gpt.training.flops import flops_per_token
+from gpt.model.report import flops_per_token
 from gpt.model.gpt import GPT
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -106,7 +106,6 @@ class OurRun:
 
     def __init__(self, args, B: int, precision: str, attention: str):
         from autograd import cuda as acuda
-        from gpt.training.build import DECAY_EMBEDDINGS
         from nn.optim import weight_decay_groups
         from nn.amp import configure
         from nn.optim import AdamW
@@ -120,7 +119,7 @@ class OurRun:
         if self.device != "cpu":
             self.model.to(self.device)
         self.amp = configure(self.model, precision, self.device)
-        groups = weight_decay_groups(self.model, 0.1, decay_embeddings=DECAY_EMBEDDINGS)
+        groups = weight_decay_groups(self.model, 0.1, decay_embeddings=True)
         self.opt = AdamW(self.amp.master_groups(groups) if self.amp else groups, lr=3e-4, betas=(0.9, 0.95),
                          weight_decay=0.1)
         xp = backend.module_for_device(self.device)

@@ -14,7 +14,7 @@ can be dominated by other processes, since 2-thread OpenBLAS stalls badly under 
 OPENBLAS_NUM_THREADS=1 in the environment makes small decode matmuls immune to that). The
 uncached path runs the whole context through the model at
 every step (what nanoGPT's sampler does). The decode step beside PyTorch eager's and beside the
-hand-written decoder it replaced, interleaved in one run, is benchmarks/bench_decode.py.
+cached forward, interleaved in one run, is benchmarks/bench_decode.py.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import numpy as np
 
 import autograd
 from gpt.model.config import GPTConfig
-from gpt.inference.generate import Decoder, generate, kv_cache_numbers_per_token
+from gpt.inference.generate import Decoder, generate
 from gpt.model.gpt import GPT
 
 def make_model(block_size: int, device: str) -> GPT:
@@ -129,7 +129,7 @@ def main() -> None:
     block = max(args.prompt + max(news), max(contexts) + 64)
     model = make_model(block, args.device)
     cfg = model.config
-    per_tok = kv_cache_numbers_per_token(cfg)
+    per_tok = cfg.kv_cache_numbers_per_token()
     print(f"config (b): {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, vocab {cfg.vocab_size}, "
           f"block_size {block}, {model.num_params():,} parameters, device {args.device}")
     print(f"KV cache: {per_tok:,} numbers per token (2 x {cfg.n_layer} x {cfg.n_embd}) = "

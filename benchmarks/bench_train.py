@@ -53,7 +53,6 @@ def build(name: str, device: str):
     import autograd
     from gpt.model.config import GPTConfig
     from gpt.model.gpt import GPT
-    from gpt.training.build import DECAY_EMBEDDINGS
     from nn.optim import weight_decay_groups
     from nn.optim import AdamW
 
@@ -65,7 +64,7 @@ def build(name: str, device: str):
     model = GPT(cfg)
     if device != "cpu":
         model.to(device)
-    opt = AdamW(weight_decay_groups(model, 0.1, decay_embeddings=DECAY_EMBEDDINGS), lr=1e-3, betas=(0.9, 0.99))
+    opt = AdamW(weight_decay_groups(model, 0.1, decay_embeddings=True), lr=1e-3, betas=(0.9, 0.99))
     return cfg, model, opt
 
 

@@ -1,4 +1,4 @@
-"""Files of run folders and data folders: atomic writes (nn.atomic) and one writer at a time.
+"""Files of run folders and data folders: one writer at a time (atomic writes: bpe.files.atomic).
 
 `FolderLock` makes a second process that would write the same folder stop with a message that
 names the one already there. It holds an exclusive `flock` on `<folder>/.lock`, which the
@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-
-from nn.atomic import atomic_write, atomic_write_bytes, atomic_write_text  # noqa: F401
 
 LOCK_FILE = ".lock"
 

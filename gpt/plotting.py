@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpt.files import atomic_write
+from bpe.files.atomic import atomic_write
 
 MISSING_MATPLOTLIB = ("matplotlib is not installed, so no plot was written (everything else is); "
                       "install the optional extra with `pip install -e \".[plot]\"` or `pip install matplotlib`")

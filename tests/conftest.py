@@ -12,6 +12,6 @@ settings.register_profile(
 settings.register_profile(
     "thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-# CI (which sets CI=true) gets the bounded profile; HYPOTHESIS_PROFILE overrides either way.
-_default = "ci" if os.environ.get("CI") else "dev"
+# CI (which sets CI=true, as .ci/run does) gets the bounded profile; HYPOTHESIS_PROFILE overrides either way.
+_default = "ci" if os.environ.get("CI", "").lower() not in ("", "0", "false") else "dev"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))

@@ -1,7 +1,7 @@
 """`gpt sample`: text from a trained run, streamed to the terminal as it is generated.
 
     gpt sample --run runs/default --prompt "def main(" -n 3 --max-new-tokens 200 \
-               --temperature 0.8 --top-k 50 --top-p 0.95 --seed 0
+               --top-p 0.95 --seed 0     # sampling flags: SamplingConfig's fields
 
 The tokenizer is the one saved in the run's checkpoint. Generation of a sample ends at the
 end-of-text token (when the tokenizer has one), at a --stop string, or after --max-new-tokens.
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from gpt.commands.common import add_model_source, load_run_model
+from gpt.inference.sample import from_options, options as sampling_settings
 
 
 def register(subparsers) -> None:
@@ -30,12 +31,10 @@ def register(subparsers) -> None:
     prompt.add_argument("--prompt-file", metavar="FILE", help="read the prompt from a file (UTF-8)")
     p.add_argument("-n", "--num-samples", type=int, default=1, metavar="N", help="samples to draw (default 1)")
     p.add_argument("--max-new-tokens", type=int, default=200, metavar="N", help="tokens per sample (default 200)")
-    p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=None, metavar="K", help="keep the K most likely tokens (0/omit: off)")
-    p.add_argument("--top-p", type=float, default=None, metavar="P",
-                   help="keep the smallest set of tokens whose probability reaches P (omit: off)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R",
-                   help="CTRL's penalty on tokens already in the context (default 1.0 = off)")
+    for s in sampling_settings():  # SamplingConfig's fields, with TEXT_SAMPLING's defaults
+        shown = "" if s.default is None else f" (default {s.default})"
+        p.add_argument("--" + s.name.replace("_", "-"), type=s.type, default=s.default,
+                       metavar=s.name.upper(), help=s.help + shown)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a sample at this string (repeatable; the string is not printed)")
     p.add_argument("--no-eot-stop", action="store_true", help="do not stop at the end-of-text token")
@@ -48,6 +47,8 @@ def register(subparsers) -> None:
 
 
 def _prompt_text(args, tok) -> str:
+    from gpt.data.folder import EOT, eot_id
+
     if args.prompt_file:
         path = Path(args.prompt_file)
         if not path.is_file():
@@ -55,19 +56,11 @@ def _prompt_text(args, tok) -> str:
         return path.read_text(encoding="utf-8")
     if args.prompt is not None:
         return args.prompt
-    return "<|endoftext|>" if _eot(tok) is not None else "\n"
-
-
-def _eot(tok):
-    from gpt.data import eot_id
-
-    return eot_id(tok)
+    return EOT if eot_id(tok) is not None else "\n"
 
 
 def _check(args):
     """The sampling options as one checked value; a clear error for any bad argument."""
-    from gpt.inference.sample import SamplingConfig
-
     if args.num_samples < 1:
         raise ValueError(f"-n/--num-samples must be >= 1, got {args.num_samples}")
     if args.max_new_tokens < 0:
@@ -76,13 +69,13 @@ def _check(args):
         raise ValueError(f"--beams must be >= 1, got {args.beams}")
     if args.beams > 1 and args.num_samples > args.beams:
         raise ValueError(f"-n {args.num_samples} exceeds --beams {args.beams} (beam search returns its best beams)")
-    return SamplingConfig(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
-                          repetition_penalty=args.repetition_penalty)
+    return from_options({s.name: getattr(args, s.name) for s in sampling_settings()})
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpt.data.folder import EOT, eot_id
     from gpt.inference import sample as S
-    from gpt.inference.generate import generate, kv_cache_numbers_per_token, stream_text
+    from gpt.inference.generate import generate, stream_text
 
     sampling = _check(args)
     model, tok, meta = load_run_model(args)
@@ -93,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
     if not ids:
         raise ValueError("the prompt encodes to no tokens: give at least one character")
     stop: list = list(args.stop)
-    eot = _eot(tok)
+    eot = eot_id(tok)
     if eot is not None and not args.no_eot_stop:
         stop.append(eot)
     out = sys.stdout
-    shown_prompt = "" if text == "<|endoftext|>" else text
+    shown_prompt = "" if text == EOT else text
     t0, n_tokens, cache_nbytes = time.perf_counter(), 0, 0
     if args.beams > 1:
         rows = generate(model, [ids], args.max_new_tokens, sampling=sampling, stop=stop,
@@ -131,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         dt = time.perf_counter() - t0
         cfg = model.config
-        per_token = kv_cache_numbers_per_token(cfg)
+        per_token = cfg.kv_cache_numbers_per_token()
         print(f"{n_tokens} tokens in {dt:.2f} s ({n_tokens / max(dt, 1e-9):.1f} tokens/s); KV cache "
               f"{per_token:,} numbers per token (2 x {cfg.n_layer} layers x {cfg.kv_heads} kv heads x "
               f"{cfg.head_dim}), "

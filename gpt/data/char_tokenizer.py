@@ -77,7 +77,7 @@ class CharTokenizer:
         return {"format": FORMAT, "chars": self.chars, "special_tokens": list(self.special_tokens)}
 
     def save(self, path: str | os.PathLike) -> None:
-        from gpt.files import atomic_write_text
+        from bpe.files.atomic import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.to_dict(), ensure_ascii=False))
 

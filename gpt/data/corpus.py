@@ -1,6 +1,6 @@
 """The built-in corpus of `gpt train` with no arguments: the Python standard library's sources.
 
-It needs no download: the running interpreter's own `.py` files (bpe.corpus finds them). A
+It needs no download: the running interpreter's own `.py` files (bpe.files.corpus finds them). A
 fixed-seed shuffle picks files from every corner of the library up to a character budget, so
 the tokenizer and the model see varied code and the preparation takes seconds. The prepared
 folder is cached under `runs/_data/` keyed by everything that shapes it, so a second run skips
@@ -20,7 +20,7 @@ TOKENIZER_MAX_CHARS = 1_500_000
 
 def default_files(max_chars: int = DEFAULT_MAX_CHARS, seed: int = 0) -> list[Path]:
     """Standard-library source files, shuffled with `seed`, about `max_chars` characters in all."""
-    from bpe.corpus import default_corpus_files
+    from bpe import default_corpus_files
 
     # encodings/ is mostly generated code-page tables: little to learn about Python there.
     files = sorted(Path(p) for p in default_corpus_files() if "encodings" not in Path(p).parts)

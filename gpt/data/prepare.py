@@ -4,7 +4,7 @@ Documents (one per input file) are separated by the end-of-text token, written a
 Every tenth document (for val_fraction=0.1, evenly spaced) goes to val.bin; with too few
 documents for that, the last val_fraction of the tokens does instead.
 
-`prepare` streams: inputs are found and read by bpe.corpus (the reader `bpe train` uses), large
+`prepare` streams: inputs are found and read by bpe.files.corpus (the reader `bpe train` uses), large
 files in blocks cut only where the tokenizer's split pattern provably has a chunk boundary (so
 the ids equal those of encoding the whole file); blocks are encoded in worker processes with at
 most a few in flight, and ids go straight to disk.
@@ -23,8 +23,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from bpe.corpus import BLOCK_BYTES, expand_inputs, read_blocks
-from gpt.files import FolderLock, atomic_write_text
+from bpe.files.atomic import atomic_write_text
+from bpe.files.corpus import BLOCK_BYTES, expand_inputs, read_blocks
+from gpt.files import FolderLock
 
 from gpt.data.folder import EOT, INCOMPLETE_FILE, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
 

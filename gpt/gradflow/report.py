@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt.files import atomic_write
+from bpe.files.atomic import atomic_write
 from gpt.plotting import MISSING_MATPLOTLIB, pyplot, save_figure
 
 GEOMETRIC = ("ratio", "factor")  # summarised by geometric mean and a multiplicative spread

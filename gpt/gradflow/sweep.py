@@ -78,11 +78,11 @@ class SweepSpec:
 def load_corpus(paths: list[str], max_bytes: int = 2_000_000) -> np.ndarray:
     """The bytes of the given files (or the default corpus) as a uint8 token array."""
     if paths:
-        from bpe.corpus import expand_inputs
+        from bpe.files.corpus import expand_inputs
 
         files = expand_inputs(paths)
     else:
-        from bpe.corpus import default_corpus_files
+        from bpe import default_corpus_files
 
         files = default_corpus_files()
     chunks, total = [], 0

@@ -139,8 +139,8 @@ class Decoder:
 
     def _layouts(self) -> list:
         """The weight copies of nn.step_layouts for this window's steps, made at its first step
-        where at least LAYOUT_MIN_STEPS steps remain before the next prefill or the end: the copies
-        cost about two steps of config (b) and save a tenth to a sixth of each (batch 1)."""
+        where at least LAYOUT_MIN_STEPS steps remain before the next prefill or the end, so that
+        the steps they speed up repay the copying."""
         if self.layouts is None:
             left = min(self.block_size - (self.n - self.s), self.tokens.shape[1] - self.n)
             self.layouts = nn.step_layouts(self.model) if left >= LAYOUT_MIN_STEPS else []
@@ -379,8 +379,3 @@ def stream_text(model, tokenizer, prompt: str | Sequence[int], max_new_tokens: i
     text = st.visible_text if st is not None and st.done else tokenizer.decode(tokens)
     if len(text) > shown:
         yield text[shown:]
-
-
-def kv_cache_numbers_per_token(cfg) -> int:
-    """Numbers the KV cache holds per token of context (GPTConfig.kv_cache_numbers_per_token)."""
-    return cfg.kv_cache_numbers_per_token()

@@ -14,10 +14,13 @@ Ties are broken towards the lowest token id everywhere (argmax, top-k), so top-k
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from gpt.model.config import Setting
 
 NEG_INF = -np.inf
 
@@ -152,6 +155,12 @@ def sample_from_logits(logits: np.ndarray, generator: np.random.Generator) -> np
     idx = (cdf <= u[:, None]).sum(axis=1)
     return np.minimum(idx, probs.shape[1] - 1).astype(np.int64)
 
+
+def _option(off: Any, help: str) -> Any:
+    """A field whose default leaves the logits as they are, with the help text the commands show."""
+    return field(default=off, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How the next token is chosen from the logits; checked once, when it is made.
@@ -159,12 +168,13 @@ class SamplingConfig:
     temperature: 0 = greedy (the argmax of the penalised logits; top-k / top-p do not change
     it), else logits / temperature. top_k: None or an integer >= 1. top_p: None or in (0, 1].
     repetition_penalty: > 0, 1.0 = off (CTRL's, applied to every token of the context).
+    Each default is "off": SamplingConfig() samples from the model's own distribution.
     """
 
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    repetition_penalty: float = 1.0
+    temperature: float = _option(1.0, "sampling temperature; 0 = greedy")
+    top_k: int | None = _option(None, "keep the TOP_K most likely tokens; 0 = off")
+    top_p: float | None = _option(None, "keep the smallest set of tokens whose probability reaches TOP_P; 0 = off")
+    repetition_penalty: float = _option(1.0, "CTRL's penalty on tokens already in the context; 1.0 = off")
 
     def __post_init__(self) -> None:
         t, k, p, r = self.temperature, self.top_k, self.top_p, self.repetition_penalty
@@ -226,6 +236,27 @@ class SamplingConfig:
         if generator is None:
             raise ValueError("sampling with temperature > 0 needs a numpy Generator")
         return sample_from_logits(self.process(logits, context), generator)
+
+
+# What `gpt sample` and a training run's closing samples use unless told otherwise.
+TEXT_SAMPLING = SamplingConfig(temperature=0.8, top_k=50)
+
+
+def options() -> tuple[Setting, ...]:
+    """SamplingConfig's fields as command-line options, with TEXT_SAMPLING's values as defaults."""
+    hints = typing.get_type_hints(SamplingConfig)
+    out = []
+    for f in fields(SamplingConfig):
+        args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
+        typ = args[0] if args else hints[f.name]
+        out.append(Setting(f.name, typ, getattr(TEXT_SAMPLING, f.name), f.metadata["help"], None))
+    return tuple(out)
+
+
+def from_options(values: dict) -> SamplingConfig:
+    """A SamplingConfig from command-line values, where 0 turns off an option whose off value is None."""
+    off = {f.name: f.default for f in fields(SamplingConfig)}
+    return SamplingConfig(**{k: (None if off[k] is None and v == 0 else v) for k, v in values.items()})
 
 
 def make_generator(seed: int | None) -> np.random.Generator:

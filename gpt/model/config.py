@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import typing
 from dataclasses import dataclass
 from typing import Any
+
+from autograd.ops.norm import LAYER_NORM_EPS
+from nn.mlp import swiglu_hidden
 
 POS_CHOICES = ("learned", "sinusoidal", "rope")
 NORM_CHOICES = ("layernorm", "rmsnorm")
@@ -98,7 +100,7 @@ class GPTConfig:
     qk_norm: bool = _setting(False, "RMS-normalise q and k per head before the scores")
     prenorm: bool = _setting(True, "pre-norm blocks (GPT-2); off: the 2017 post-norm")
     residual: bool = _setting(True, "residual connections (off only for gradient studies)")
-    norm_eps: float = _setting(1e-5, "epsilon of the norms")
+    norm_eps: float = _setting(LAYER_NORM_EPS, "epsilon of the norms")
     rope_base: float = _setting(10000.0, "base of the rotary frequencies")
     init_std: float = _setting(0.02, "standard deviation of the initial weights")
 
@@ -174,7 +176,7 @@ class GPTConfig:
         if self.mlp_hidden is not None:
             return self.mlp_hidden
         if self.mlp == "swiglu":
-            return 64 * math.ceil(8 * self.n_embd / 3 / 64)
+            return swiglu_hidden(self.n_embd, multiple_of=64)
         return 4 * self.n_embd
 
     @property
@@ -269,10 +271,6 @@ class GPTConfig:
         if name not in PRESETS:
             raise ValueError(f"unknown GPT preset {name!r}; available: {', '.join(PRESETS)}")
         return cls.from_dict({**PRESETS[name], **overrides})
-
-    @staticmethod
-    def preset_names() -> list[str]:
-        return list(PRESETS)
 
 
 def _closest(key: str, options) -> str | None:

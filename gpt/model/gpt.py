@@ -2,7 +2,7 @@
 
 Shapes: B = batch, T = time (tokens), C = n_embd, V = vocab_size, L = n_layer.
 
-    idx (B, T) int -> wte -> (B, T, C)  [+ wpe (learned) or the sinusoidal table]
+    idx (B, T) int -> wte -> (B, T, C)  [+ wpe: learned or sinusoidal rows (T, C)]
       -> Block x L (gpt/model/block.py) -> ln_f (pre-norm only) -> @ W_out (C, V) -> logits (B, T, V)
 
 Parameter names are GPT-2's (transformer.wte, transformer.wpe, transformer.h.{i}.ln_1,
@@ -49,6 +49,8 @@ class GPT(nn.Module):
         t.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         if cfg.pos == "learned":
             t.wpe = nn.LearnedPositions(cfg.block_size, cfg.n_embd)
+        elif cfg.pos == "sinusoidal":  # no parameters: nothing in the state dict
+            t.wpe = nn.SinusoidalPositions(cfg.block_size, cfg.n_embd)
         t.drop = nn.Dropout(cfg.dropout)
         t.h = nn.ModuleList([Block(cfg, rope=rope) for _ in range(cfg.n_layer)])
         if cfg.has_ln_f:
@@ -56,7 +58,6 @@ class GPT(nn.Module):
         self.transformer = t
         if not cfg.tie_weights:
             self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)  # weight (C, V)
-        self._sin_cache: dict = {}
         self._can_step = None
         self.ce_loss = None   # the cross-entropy of the last forward with targets (detached)
         self.aux_loss = None  # the MoE load-balancing loss of the last forward (detached), or None
@@ -178,17 +179,6 @@ class GPT(nn.Module):
             raise ValueError(f"expected targets of shape {tuple(shape)} (like idx), got {tuple(targets.shape)}")
         return targets
 
-    def _sinusoidal(self, T: int, offset: int) -> Tensor:
-        """Rows offset .. offset+T-1 of the fixed 2017 table, built once per device and dtype."""
-        key = (self.device, np.dtype(self.dtype).str)
-        table = self._sin_cache.get(key)
-        if table is None:
-            cfg = self.config
-            host = nn.sinusoidal_table(cfg.block_size, cfg.n_embd, dtype=np.float64)
-            table = backend.to_device(host.astype(self.dtype), self.device)
-            self._sin_cache[key] = table
-        return Tensor(table[offset:offset + T])  # (T, C), a constant
-
     def _add_positions(self, x, rows):
         """Token embeddings plus position vectors, for Tensors (forward) and arrays (step) alike."""
         if self.config.pos == "sinusoidal":
@@ -217,10 +207,8 @@ class GPT(nn.Module):
             raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
         t = self.transformer
         x = autograd.embedding(t.wte.weight, idx, check_range=False)  # (B, T, C); ids checked in _as_ids
-        if cfg.pos == "learned":
+        if cfg.pos != "rope":  # learned or sinusoidal rows; RoPE rotates q and k inside attention
             x = self._add_positions(x, t.wpe(T, offset=pos_offset))  # (T, C) broadcast over B
-        elif cfg.pos == "sinusoidal":
-            x = self._add_positions(x, self._sinusoidal(T, pos_offset))
         x = t.drop(x)
         for i, block in enumerate(t.h):
             x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)
@@ -260,9 +248,9 @@ class GPT(nn.Module):
         tokens (B,) int at position `pos` of the window (= every cache's length) -> logits (B, V),
         an array on the model's device. The caches grow by one. The same numbers as
         `forward(tokens[:, None], kv_caches=kv_caches, pos_offset=pos, last_only=True)` (tested
-        for every variant) in about 20% less time per step at batch 1 (benchmarks/bench_sample.py).
-        The generation loop runs it in the weight layouts of `nn.step_layouts(model)` (the tall
-        weights column-major), which take a tenth to a sixth more off at batch 1."""
+        for every variant), without the graph's bookkeeping. The generation loop runs it in the
+        weight layouts of `nn.step_layouts(model)` (the tall weights column-major), which BLAS
+        streams faster at batch 1."""
         cfg, t = self.config, self.transformer
         if not self.can_step():
             raise NotImplementedError(f"GPT.step has no array step for mlp={cfg.mlp!r}; "
@@ -274,10 +262,10 @@ class GPT(nn.Module):
         tokens = tokens if hasattr(tokens, "dtype") else np.asarray(tokens)
         idx = self._check_idx(tokens.reshape(-1, 1), pos)[:, 0]            # (B,)
         x = t.wte.weight.data[idx]                                         # (B, C), a copy
-        if cfg.pos == "learned":
+        if cfg.pos == "learned":  # the table's row itself, without a graph op
             x = self._add_positions(x, t.wpe.weight.data[pos])
-        elif cfg.pos == "sinusoidal":
-            x = self._add_positions(x, self._sinusoidal(1, pos).data[0])
+        elif cfg.pos != "rope":
+            x = self._add_positions(x, t.wpe(1, offset=pos).data[0])
         for block, cache in zip(t.h, kv_caches):
             x = block.step(x, cache, pos)
         if cfg.has_ln_f:

@@ -24,6 +24,7 @@ TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 VOCAB = SPECIALS + tuple("0123456789,") + tuple(UNITS) + tuple(TENS) + ("hundred", "thousand")
 ID = {tok: i for i, tok in enumerate(VOCAB)}
 PAD, BOS, EOS, TO_WORDS, TO_DIGITS, MASK, CLS, SEP = (ID[s] for s in SPECIALS)
+IGNORE = -100  # a target the loss skips (autograd.cross_entropy's default ignore_index)
 MAX_NUMBER = 999_999
 HELD_OUT_EVERY = 20
 DIRECTIONS = ("to_words", "to_digits")
@@ -135,7 +136,7 @@ def pad_rows(rows: list[list[int]], value: int = PAD) -> np.ndarray:
 class TranslationBatch:
     src: np.ndarray      # (B, S) int64, PAD-padded
     tgt_in: np.ndarray   # (B, T): <bos> + target, PAD-padded
-    targets: np.ndarray  # (B, T): target + <eos>, -100 where padded (ignored by the loss)
+    targets: np.ndarray  # (B, T): target + <eos>, IGNORE where padded
 
 
 def translation_batch(rng: np.random.Generator, batch_size: int, split: str = "train") -> TranslationBatch:
@@ -144,7 +145,7 @@ def translation_batch(rng: np.random.Generator, batch_size: int, split: str = "t
     pairs = [translation_pair(int(n), DIRECTIONS[int(d)]) for n, d in zip(numbers, rng.integers(0, 2, batch_size))]
     src = pad_rows([s for s, _ in pairs])
     tgt_in = pad_rows([[BOS] + t for _, t in pairs])
-    targets = pad_rows([t + [EOS] for _, t in pairs], value=-100)
+    targets = pad_rows([t + [EOS] for _, t in pairs], value=IGNORE)
     return TranslationBatch(src, tgt_in, targets)
 
 
@@ -178,7 +179,7 @@ def mlm_batch(rng: np.random.Generator, batch_size: int, split: str = "train", m
     chosen = maskable & (rng.random(ids.shape) < mask_rate)
     for b in np.flatnonzero(~chosen.any(axis=1)):
         chosen[b, rng.choice(np.flatnonzero(maskable[b]))] = True
-    targets = np.where(chosen, ids, -100)
+    targets = np.where(chosen, ids, IGNORE)
     return np.where(chosen, MASK, ids), targets
 
 

@@ -1,7 +1,7 @@
 """OpenBLAS's thread count for a block of work, through autograd.parallel's BLAS control.
 
 The translator's matrices are small ((B*T, 64) @ (64, 256)); on a shared 2-core machine OpenBLAS's
-threads spin against each other and one thread trained ~15x faster than the default here.
+threads spin against each other, and one thread trains faster than the default.
 """
 from __future__ import annotations
 

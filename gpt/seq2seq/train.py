@@ -17,7 +17,7 @@ import numpy as np
 
 import autograd
 import nn
-from gpt.files import atomic_write_text
+from bpe.files.atomic import atomic_write_text
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import translate_ids
 from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig, report
@@ -113,7 +113,7 @@ def evaluate_encoder(model: EncoderOnly, n: int = 500, seed: int = 1) -> dict:
     with autograd.no_grad():
         ids, targets = D.mlm_batch(rng, n, "held_out", unique=True)
         token_logits, _ = model(ids)
-        masked = targets != -100
+        masked = targets != D.IGNORE
         mlm = float((token_logits.numpy().argmax(-1) == targets)[masked].mean())
         pairs, labels = D.pair_batch(rng, n, "held_out", unique=True)
         _, class_logits = model(pairs)

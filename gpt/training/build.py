@@ -10,10 +10,6 @@ import numpy as np
 from gpt.data.loader import BatchLoader, fixed_batches
 from gpt.training.config import TrainConfig
 
-# nanoGPT's rule: every parameter of 2 or more dimensions decays, the token and position tables
-# included; biases and norm gains do not.
-DECAY_EMBEDDINGS = True
-
 
 def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root: str,
                 say: Callable[[str], None]) -> Path:
@@ -65,7 +61,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
         dist.broadcast_arrays(p.data for p in model.parameters())
     model.train()
     amp = configure(model, cfg.precision, cfg.device)  # fp16: float32 master weights
-    groups = weight_decay_groups(model, cfg.weight_decay, decay_embeddings=DECAY_EMBEDDINGS)
+    # nanoGPT's rule: every parameter of 2 or more dimensions decays, the token and position
+    # tables included; biases and norm gains do not
+    groups = weight_decay_groups(model, cfg.weight_decay, decay_embeddings=True)
     optimizer = AdamW(amp.master_groups(groups) if amp else groups, lr=cfg.lr,
                       betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     return model_cfg, model, amp, optimizer

@@ -17,16 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpt.inference.sample import from_options, options as sampling_settings
 from gpt.model.config import GPTConfig, settings as model_settings
+from nn.amp import PRECISIONS
 
 # The model's settings are GPTConfig's own fields (names, types, help, choices and checks, read
-# from gpt.model.config); training only picks defaults small enough for a laptop CPU.
+# from gpt.model.config); training only picks defaults small enough for a laptop CPU. The closing
+# samples' settings are SamplingConfig's fields, with the defaults `gpt sample` has.
 MODEL_DEFAULTS = {"vocab_size": 2048, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128}
 MODEL_HELP = {"vocab_size": "vocabulary size of a trained tokenizer (a --data folder sets its own)"}
 MODEL_KEYS = tuple(s.name for s in model_settings())
 # Settings a resumed run may not change: they would change the model or the data it reads.
 FROZEN_ON_RESUME = MODEL_KEYS + ("batch_size", "seed", "char")
-GROUP_TITLES = {"data": "data", "model": "model", "optim": "optimisation", "run": "run"}
+GROUP_TITLES = {"data": "data", "model": "model", "optim": "optimisation", "run": "run",
+                "sampling": "sampling of the closing samples"}
 
 
 def _f(default, help: str, type=None, group: str = "training", choices=None, nargs=None):
@@ -72,7 +76,7 @@ class _RunSettings:
                                "--dropout and a shorter --block-size apply)", str, "run")
     device: str = _f("cpu", "cpu, cuda or cuda:N", str, "run")
     precision: str = _f("fp32", "fp32; tf32 (TF32 matmuls) or fp16 (float16 compute, float32 master weights, "
-                        "dynamic loss scaling) need --device cuda", str, "run", ("fp32", "tf32", "fp16"))
+                        "dynamic loss scaling) need --device cuda", str, "run", PRECISIONS)
     seed: int = _f(1337, "seed of the initial weights, dropout and batches", int, "run")
     eval_interval: int = _f(100, "evaluate train and val loss every N steps", int, "run")
     eval_batches: int = _f(8, "fixed batches per evaluation", int, "run")
@@ -82,14 +86,16 @@ class _RunSettings:
     peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: measured by a matmul at start)", float, "run")
     samples: int = _f(2, "samples printed at the end", int, "run")
     sample_tokens: int = _f(200, "tokens per sample", int, "run")
-    temperature: float = _f(0.8, "sampling temperature", float, "run")
-    top_k: int | None = _f(50, "sample from the k most likely tokens", int, "run")
     prompt: str | None = _f(None, "prompt of the samples (default: a new document)", str, "run")
 
 
 def _model_field(s) -> tuple[str, type, Any]:
     default = MODEL_DEFAULTS.get(s.name, s.default)
     return s.name, Any, _f(default, MODEL_HELP.get(s.name, s.help), s.type, "model", s.choices)
+
+
+def _sampling_field(s) -> tuple[str, type, Any]:
+    return s.name, Any, _f(s.default, s.help, s.type, "sampling")
 
 
 class _Methods:
@@ -112,7 +118,7 @@ class _Methods:
             value = getattr(self, name)
             if value is not None and value < 0:
                 errors.append(f"{_flag(name)} must be >= 0, got {value}")
-        for name in ("lr", "time_budget", "peak_flops", "eps", "temperature"):
+        for name in ("lr", "time_budget", "peak_flops", "eps"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 errors.append(f"{_flag(name)} must be > 0, got {value}")
@@ -135,16 +141,26 @@ class _Methods:
             GPTConfig(**self.model_dict(self.vocab_size))
         except ValueError as exc:
             errors.append(str(exc).removeprefix("invalid GPTConfig: "))
+        try:  # and the sampler's
+            self.sampling()
+        except ValueError as exc:
+            errors.append(str(exc))
         if errors:
             raise ValueError("; ".join(errors))
+
+    def sampling(self):
+        """The SamplingConfig of the closing samples."""
+        return from_options({s.name: getattr(self, s.name) for s in sampling_settings()})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
 TrainConfig = dataclasses.make_dataclass(
-    "TrainConfig", [_model_field(s) for s in model_settings()], bases=(_Methods, _RunSettings))
-TrainConfig.__doc__ = "Every setting of a training run: the data, the model (GPTConfig's fields), the optimiser, the run."
+    "TrainConfig", [_model_field(s) for s in model_settings()] + [_sampling_field(s) for s in sampling_settings()],
+    bases=(_Methods, _RunSettings))
+TrainConfig.__doc__ = ("Every setting of a training run: the data, the model (GPTConfig's fields), the optimiser, "
+                       "the run, its closing samples (SamplingConfig's fields).")
 TrainConfig.__module__ = __name__
 
 
@@ -246,7 +262,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups = {g: parser.add_argument_group(title) for g, title in GROUP_TITLES.items()}
     for name, f in _fields().items():
         g = f.metadata["group"]
-        flag = "--" + name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         help_ = f.metadata["help"] + (f" (default: {default})" if default not in (None, [], False) else "")
         kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_}
@@ -259,7 +274,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 kw["choices"] = f.metadata["choices"]
             if f.metadata["nargs"]:
                 kw["nargs"] = f.metadata["nargs"]
-        groups[g].add_argument(flag, **{k: v for k, v in kw.items() if v is not None})
+        groups[g].add_argument(_flag(name), **{k: v for k, v in kw.items() if v is not None})
 
 
 def resolve(namespace: argparse.Namespace | dict, base: dict | None = None) -> tuple[TrainConfig, set]:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bpe.dist import launched_world_size  # noqa: F401 (how launchers announce the job size)
+from bpe.train.mpi_count import launched_world_size  # noqa: F401 (how launchers announce the job size)
 
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 
@@ -250,9 +250,9 @@ class Distributed:
         start = time.monotonic()
         deadline = None if limit is None else start + limit
         # MPI moves a non-blocking collective forward only inside MPI calls: Test() back to back
-        # at first, yielding the core between tests to any process that wants it (napping 10-200
-        # us between tests instead made a 4 MB all-reduce 2-4x slower here), then with naps that
-        # grow to 1 ms once the wait is long (a slow rank, or rank 0 preparing data).
+        # at first, yielding the core between tests to any process that wants it (napping from the
+        # start slows a short all-reduce down several times), then with naps that grow to 1 ms
+        # once the wait is long (a slow rank, or rank 0 preparing data).
         pause = 0.0
         while not request.Test():
             now = time.monotonic()

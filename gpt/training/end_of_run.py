@@ -33,8 +33,7 @@ def print_samples(model, tok, meta: dict, val_tokens, cfg, say: Callable[[str], 
         e = eot_id(tok) if tok is not None else meta.get("eot_id")
         prompt = [e] if e is not None else [int(val_tokens[0])]
     prompt = prompt[-cfg.block_size:] or [0]
-    rows = sample_ids(model, prompt, cfg.samples, cfg.sample_tokens, cfg.temperature,
-                      cfg.top_k, seed=cfg.seed)
+    rows = sample_ids(model, prompt, cfg.samples, cfg.sample_tokens, cfg.sampling(), seed=cfg.seed)
     texts = []
     for i, ids in enumerate(rows):
         text = tok.decode(ids) if tok is not None else " ".join(map(str, ids))

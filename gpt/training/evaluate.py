@@ -57,16 +57,17 @@ def _consecutive_windows(tokens: np.ndarray, T: int, batch_size: int):
         yield np.asarray(tokens[n_full * T:], dtype=np.int64)[None, :]
 
 
-def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, temperature: float = 0.8,
-               top_k: int | None = 50, seed: int = 0) -> list[list[int]]:
-    """`n` continuations of `prompt` (new ids only), through gpt.inference's sampler: with the
-    KV cache when the model has one (a GPT), else the uncached forward with nanoGPT's window
-    (the last block_size tokens at every step), for models that only have a forward."""
+def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, sampling: "SamplingConfig | None" = None,
+               seed: int = 0) -> list[list[int]]:
+    """`n` continuations of `prompt` (new ids only), through gpt.inference's sampler (`sampling`:
+    a SamplingConfig, default TEXT_SAMPLING): with the KV cache when the model has one (a GPT),
+    else the uncached forward with nanoGPT's window (the last block_size tokens at every step),
+    for models that only have a forward."""
     from gpt.inference.generate import generate
-    from gpt.inference.sample import SamplingConfig
+    from gpt.inference.sample import TEXT_SAMPLING
 
     cached = hasattr(model, "new_kv_caches")
     out = generate(model, np.asarray([prompt] * n, dtype=np.int64), max_new_tokens,
-                   sampling=SamplingConfig(temperature=temperature, top_k=top_k), seed=seed,
+                   sampling=sampling or TEXT_SAMPLING, seed=seed,
                    use_cache=cached, window_keep=None if cached else model.config.block_size)
     return [list(map(int, row[len(prompt):])) for row in out]

@@ -1,4 +1,4 @@
-"""FLOP counts of a GPT training step and the peak FLOP/s of this machine, for MFU.
+"""The peak FLOP/s of this machine, for MFU (the FLOPs of a step: gpt.model.report.flops_per_token).
 
 MFU = achieved FLOP/s / peak FLOP/s. The peak is measured here with a float32 matmul at
 start-up (the best of a few runs), or given by the user; never a hard-coded GPU number.
@@ -6,17 +6,9 @@ start-up (the best of a few runs), or given by the user; never a hard-coded GPU 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
-from gpt.model.report import flops_per_token as _count_flops
-
-
-def flops_per_token(cfg: Any, T: int) -> float:
-    """Training FLOPs per token (forward + backward) of a GPTConfig at context length T: the
-    6N + 12 L C T rule, counted once in gpt.model.report from the config's own parameter formulas."""
-    return float(_count_flops(cfg, T))
 
 
 def measure_peak_flops(device: str = "cpu", n: int | None = None, repeats: int = 5) -> float:

@@ -79,7 +79,7 @@ class MetricsLog:
                 # Evaluations at the resumed step are redone by the resumed run.
                 if step < resume_step or (step == resume_step and rec.get("kind") != "eval"):
                     kept.append(line)
-            from gpt.files import atomic_write_text
+            from bpe.files.atomic import atomic_write_text
 
             atomic_write_text(self.path, "".join(k + "\n" for k in kept))
         elif resume_step is None and self.path.exists():

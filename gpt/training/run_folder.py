@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpt.files import FolderLock, WriteFailed, atomic_write_text
+from bpe.files.atomic import atomic_write_text
+from gpt.files import FolderLock, WriteFailed
 from gpt.training.checkpoint import BEST, LATEST, save_checkpoint
 from gpt.training.progress import MetricsLog
 

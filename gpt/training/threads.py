@@ -3,9 +3,8 @@ processes keep busy when it starts (measured over a fraction of a second), or th
 
 A training step on the CPU splits its work, matrix products included, across the threads of
 autograd.parallel. On a machine where another job holds a core, a thread that shares that core
-is preempted for milliseconds at a time, and every op waits for the block it holds: measured on
-config (b) with ~1.4 cores busy elsewhere, 1 thread took 2.5 s a step and 2 threads 3.0 s. So a
-run counts only the cores it finds free.
+is preempted for milliseconds at a time, and every op waits for the block it holds, so a thread
+on a busy core slows the whole step down. So a run counts only the cores it finds free.
 
 Override: GPT_THREADS=N (pool and BLAS threads of `gpt train`); OPENBLAS_NUM_THREADS or
 OMP_NUM_THREADS, when set and GPT_THREADS is not, are honoured as the thread count too. Ranks of

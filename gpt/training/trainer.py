@@ -25,7 +25,8 @@ from gpt.training.checkpoint import find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
 from gpt.training.evaluate import evaluate, loss_value
-from gpt.training.flops import flops_per_token, measure_peak_flops
+from gpt.model.report import flops_per_token
+from gpt.training.flops import measure_peak_flops
 from gpt.training.progress import ProgressLine, StopFlag, deferred_interrupts
 from gpt.training.step_log import StepLog
 from gpt.training.build import build_batches, build_model, data_folder
@@ -343,7 +344,7 @@ class Trainer:
                 self._evaluate(self.metrics)
                 if not cfg.peak_flops and self.step > 0:
                     # On a busy machine the start-up matmul may have run slowly: the peak is
-                    # the best rate seen, re-measured (0.1 s) at each evaluation.
+                    # the best rate seen, re-measured by a short matmul at each evaluation.
                     log.peak = max(log.peak, measure_peak_flops(cfg.device, repeats=3))
             interrupted, out_of_time = self._agree(
                 stop.requested,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
-from bpe.patterns import O200K_PATTERN
+from bpe import O200K_PATTERN
 from gpt.data.char_tokenizer import CharTokenizer
 from gpt.data.folder import EOT, load_tokenizer, open_tokens, read_meta, token_dtype
 from gpt.data.prepare import input_files, iter_documents, prepare
@@ -93,7 +93,7 @@ def test_blocks_of_a_large_file_encode_like_the_whole_file(tmp_path, pattern):
 
 
 def test_gpt_reads_inputs_exactly_as_bpe_does(tmp_path):
-    from bpe.corpus import expand_inputs
+    from bpe.files.corpus import expand_inputs
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     (tmp_path / "d" / "a.txt").write_text("a")

@@ -117,7 +117,9 @@ def _mpiexec():
 
 
 MPIEXEC, WHY = _mpiexec()
-needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason=WHY)
+def needs_mpi(test):
+    """An MPI launch: skipped without mpiexec, marked slow (a heavy share of the suite's time)."""
+    return pytest.mark.slow(pytest.mark.skipif(MPIEXEC is None, reason=WHY)(test))
 
 
 def _launch(ranks, timeout=120):

@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 import autograd
 from gpt.inference import sample as S
 from gpt.model.config import MLP_CHOICES, POS_CHOICES, GPTConfig, settings as model_settings
-from gpt.inference.generate import (PAD, Decoder, generate, kv_cache_numbers_per_token, stream, stream_text,
+from gpt.inference.generate import (PAD, Decoder, generate, stream, stream_text,
                           window_start)
 from gpt.model.gpt import GPT
 
@@ -83,6 +83,7 @@ def check_cached_equals_uncached(model, label):
                                   generate(model, prompt, 8, temperature=0, use_cache=False), err_msg=label)
 
 
+@pytest.mark.slow  # the whole product of the config's choices
 @pytest.mark.parametrize("pos", POS_CHOICES)
 @pytest.mark.parametrize("mlp", MLP_CHOICES)
 def test_cached_decoding_equals_uncached_for_every_variant(pos, mlp):
@@ -155,8 +156,8 @@ def test_cache_is_preallocated_and_its_size_is_reported():
         for _ in range(20):  # includes a re-prefill
             dec.step(np.zeros(3, np.int64))
     assert [id(c.k) for c in dec.caches] == buffers
-    assert kv_cache_numbers_per_token(cfg) == 2 * cfg.n_layer * cfg.n_embd
-    assert dec.cache_nbytes == 3 * cfg.block_size * kv_cache_numbers_per_token(cfg) * 4  # float32
+    assert cfg.kv_cache_numbers_per_token() == 2 * cfg.n_layer * cfg.n_embd
+    assert dec.cache_nbytes == 3 * cfg.block_size * cfg.kv_cache_numbers_per_token() * 4  # float32
     assert dec.cache_nbytes == 3 * cfg.block_size * cfg.kv_cache_bytes_per_token("float32")
 
 

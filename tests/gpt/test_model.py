@@ -25,7 +25,7 @@ def build(cfg: GPTConfig, seed: int = 0, dtype=np.float64, spread: float | None 
     """A model in `dtype`; `spread` replaces the tiny GPT-2 init by N(0, spread) weights and
     gains near 1, so that finite differences see every path with a healthy signal."""
     autograd.manual_seed(seed)
-    model = GPT(cfg)
+    model = GPT(cfg).to(dtype=dtype)  # buffers too (the sinusoidal table), not only the weights
     rng = np.random.default_rng(seed)
     for name, p in model.named_parameters():
         data = p.data.astype(dtype)

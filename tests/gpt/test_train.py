@@ -10,7 +10,7 @@ from gpt.training.checkpoint import CheckpointError, load_checkpoint, load_model
 from gpt.data import prepare
 from gpt.training.progress import ProgressLine, read_metrics
 from gpt.training.evaluate import sample_ids
-from gpt.training.build import DECAY_EMBEDDINGS
+from gpt.inference.sample import SamplingConfig
 from gpt.training.trainer import Trainer, TrainingDiverged, lr_at, train
 from nn.optim import weight_decay_groups
 from gpt.training.config import TrainConfig
@@ -199,7 +199,7 @@ def test_checkpoint_round_trips_model_optimizer_and_metadata(tmp_path):
 
 def test_decay_groups_and_schedule(data_dir, tmp_path):
     trainer = Trainer(small(data_dir, tmp_path / "r"), out=quiet())
-    decay, no_decay = weight_decay_groups(trainer.model, 0.1, decay_embeddings=DECAY_EMBEDDINGS)
+    decay, no_decay = weight_decay_groups(trainer.model, 0.1, decay_embeddings=True)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(trainer.model.parameters()))
@@ -228,7 +228,7 @@ def test_sampling_loop_without_generate_is_seeded_and_greedy_at_temperature_zero
     a = sample_ids(plain, [1, 2], n=2, max_new_tokens=20, seed=3)
     b = sample_ids(plain, [1, 2], n=2, max_new_tokens=20, seed=3)
     assert a == b and all(len(r) == 20 for r in a) and max(max(r) for r in a) < model.config.vocab_size
-    greedy = sample_ids(plain, [1, 2], n=1, max_new_tokens=20, temperature=0.0)[0]
+    greedy = sample_ids(plain, [1, 2], n=1, max_new_tokens=20, sampling=SamplingConfig(temperature=0.0))[0]
     idx = [1, 2]
     model.eval()
     for _ in range(20):

@@ -46,3 +46,18 @@ def test_training_can_set_the_fields_it_could_not_before():
 def test_bad_settings_are_refused_before_training(argv, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         _parse(argv)
+
+
+def test_sampling_flags_are_sampling_configs_fields_with_one_set_of_defaults():
+    from gpt.cli import build_parser
+    from gpt.inference.sample import TEXT_SAMPLING, SamplingConfig
+
+    sample = build_parser().parse_args(["sample", "--run", "r"])
+    names = [f.name for f in dataclasses.fields(SamplingConfig)]
+    assert {n: getattr(sample, n) for n in names} == dataclasses.asdict(TEXT_SAMPLING)
+    cfg, _ = resolve({})
+    assert cfg.sampling() == TEXT_SAMPLING
+    cfg, _ = resolve({"top_k": 0, "temperature": 0.0})  # 0 turns top-k off; temperature 0 is greedy
+    assert cfg.sampling() == SamplingConfig(temperature=0.0, top_k=None)
+    with pytest.raises(ValueError, match="top_p must be None or in"):
+        resolve({"top_p": 1.5})
