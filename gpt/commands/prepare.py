@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     vocab = args.vocab_size if (args.vocab_size or args.tokenizer or args.char) else 2048
     pattern = args.pattern
     if pattern is not None:
-        import bpe
+        from bpe.split.patterns import PATTERNS, resolve_pattern
 
-        pattern = {"gpt2": bpe.GPT2_PATTERN, "gpt4": bpe.GPT4_PATTERN}.get(pattern.lower(), pattern)
+        pattern = resolve_pattern(pattern.lower() if pattern.lower() in PATTERNS else pattern)
     meta = prepare(inputs, args.out, tokenizer=args.tokenizer, vocab_size=vocab, char=args.char,
                    pattern=pattern, val_fraction=args.val_fraction, workers=args.workers,
                    max_chars=args.max_chars, verbose=True)

@@ -250,8 +250,7 @@ class GPTConfig:
         if unknown:
             hints = []
             for key in unknown:
-                close = _closest(key, known)
-                hints.append(f"{key!r}" + (f" (did you mean {close!r}?)" if close else ""))
+                hints.append(f"{key!r}{did_you_mean(key, known)}")
             raise ValueError(
                 f"unknown GPTConfig key(s): {', '.join(hints)}; known keys: {', '.join(sorted(known))}"
             )
@@ -273,11 +272,12 @@ class GPTConfig:
         return cls.from_dict({**PRESETS[name], **overrides})
 
 
-def _closest(key: str, options) -> str | None:
+def did_you_mean(key: str, options) -> str:
+    """' (did you mean 'x'?)' for the option closest to a mistyped `key`, or ''."""
     import difflib
 
     match = difflib.get_close_matches(key, sorted(options), n=1, cutoff=0.6)
-    return match[0] if match else None
+    return f" (did you mean {match[0]!r}?)" if match else ""
 
 
 _GPT2 = dict(vocab_size=50257, block_size=1024, bias=True, tie_weights=True)

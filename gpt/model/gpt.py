@@ -287,9 +287,10 @@ class GPT(nn.Module):
 
         return from_pretrained(path, block_size=block_size, device=device, dropout=dropout)
 
-    def save_pretrained(self, path: Any, tokenizer: Any = None, bf16: bool = False):
+    def save_pretrained(self, path: Any, tokenizer: Any = None, bf16: bool = False, family: str | None = None):
         """Write a folder transformers' AutoModelForCausalLM (and, with `tokenizer`, AutoTokenizer)
-        loads, and from_pretrained reads back; returns its path. See gpt.pretrained."""
+        loads, and from_pretrained reads back; returns its path. family: a family's name ("phi3",
+        ...) instead of the first that computes the same. See gpt.pretrained."""
         from gpt.pretrained import save_pretrained
 
-        return save_pretrained(self, path, tokenizer=tokenizer, bf16=bf16)
+        return save_pretrained(self, path, tokenizer=tokenizer, bf16=bf16, family=family)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpt.inference.sample import from_options, options as sampling_settings
-from gpt.model.config import GPTConfig, settings as model_settings
+from gpt.model.config import GPTConfig, did_you_mean, settings as model_settings
 from nn.amp import PRECISIONS
 
 # The model's settings are GPTConfig's own fields (names, types, help, choices and checks, read
@@ -213,8 +212,7 @@ def check_keys(d: dict, source: str) -> dict:
         if key in known:
             out[key] = _coerce(key, v, source)
         else:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            unknown.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            unknown.append(f"{k!r}{did_you_mean(key, known)}")
     if unknown:
         raise ValueError(f"{source}: unknown setting{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(unknown)}")
