@@ -208,7 +208,7 @@ def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, token
             cells["hf"].append(measure(lambda: [hf.encode(d).ids for d in docs], children=False)[:2])
         if args.batch:
             fresh = Tokenizer(ranks, pattern, specials)
-            cells["batch"].append(measure(lambda: fresh.encode_batch(docs, workers=args.workers))[:2])
+            cells["batch"].append(measure(lambda: fresh.encode_batch(docs, num_threads=args.workers))[:2])
             if enc is not None:
                 cells["ttb"].append(measure(lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu))[:2])
 

@@ -18,8 +18,10 @@ import os
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
+from .files.lock import FolderBusy
 from .split.patterns import PATTERNS, resolve_pattern
 from .tokenizer import DEFAULT_VOCAB_SIZE, Tokenizer
 
@@ -27,16 +29,25 @@ DEFAULT_OUT = "tok.json"
 
 
 def _load(path: str, pattern: str | None):
-    p = Path(path)
-    if not p.exists():
+    """Any tokenizer bpe reads (our JSON, .tiktoken, Hugging Face tokenizer.json, a model folder)."""
+    from .files.any_tokenizer import load_any
+
+    if not Path(path).exists():
         raise SystemExit(f"bpe: tokenizer file {path!r} does not exist")
-    if p.suffix == ".tiktoken":
-        return Tokenizer.from_tiktoken(p, pattern=pattern)  # the side file's pattern, else gpt4
-    return Tokenizer.load(p)
+    return load_any(Tokenizer, path, pattern)  # a .tiktoken's pattern: --pattern, its side file's, gpt4
+
+
+def _printable(msg: str) -> str:
+    """``msg`` with the bytes of a file name that is not UTF-8 (surrogate escapes) shown as ``\\xNN``,
+    so that it prints on any stream and names the file as the shell would."""
+    try:
+        return msg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return msg.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _warn(msg: str) -> None:
-    print(f"bpe: warning: {msg}", file=sys.stderr)
+    print(_printable(f"bpe: warning: {msg}"), file=sys.stderr)
 
 
 def _read_bytes(file: str | None) -> bytes:
@@ -76,51 +87,86 @@ def _out_path(args) -> Path:
     return out
 
 
-def _save(tok, out: Path, hf_out, tiktoken_out, quiet: bool) -> None:
+def _outputs(args, out: Path) -> list[tuple[Path, str]]:
+    """(path, kind) of every file ``bpe train`` writes; kind is json, tiktoken or hf."""
+    outs = [(out, "tiktoken" if out.suffix == ".tiktoken" else "json")]
+    outs += [(Path(p), kind) for p, kind in [(args.tiktoken_out, "tiktoken"), (args.hf_out, "hf")] if p]
+    seen: dict[Path, Path] = {}
+    for p, _ in outs:
+        if p.resolve() in seen:
+            raise ValueError(f"{p} is named as two outputs (--out, --tiktoken-out, --hf-out must differ)")
+        seen[p.resolve()] = p
+    return outs
+
+
+def _output_files(outs: list[tuple[Path, str]]) -> list[Path]:
+    from .files.tiktoken_file import tiktoken_side_path
+
+    return [f for p, kind in outs for f in ([p, tiktoken_side_path(p)] if kind == "tiktoken" else [p])]
+
+
+def _save(tok, outs: list[tuple[Path, str]], quiet: bool) -> None:
+    """Write every output as one set (``bpe.files.write_set``): a kill or a full disk leaves the
+    old files or the new ones, never some of each."""
+    from .files.bpe_json import json_text
+    from .files.huggingface import huggingface_dict
+    from .files.jsonio import json_text as json_value_text
+    from .files.tiktoken_file import tiktoken_side_path, tiktoken_texts
+    from .files.write_set import write_together
+
+    texts: dict[Path, str] = {}
     written = []
-    for path, kind in [(out, out.suffix == ".tiktoken" and "tiktoken" or "json"),
-                       (tiktoken_out and Path(tiktoken_out), "tiktoken"), (hf_out and Path(hf_out), "hf")]:
-        if not path:
-            continue
+    for path, kind in outs:
         if kind == "tiktoken":
-            side = tok.save_tiktoken(path)
-            written.append(f"{path} (mergeable ranks) + {side} (split pattern and {len(tok.special_tokens)} "
-                           "special token(s), which a .tiktoken file cannot hold: pass them to tiktoken.Encoding"
-                           " as pat_str= and special_tokens=; bpe reads them back)")
+            texts.update(tiktoken_texts(tok, path))
+            written.append(f"{path} (mergeable ranks) + {tiktoken_side_path(path)} (split pattern and "
+                           f"{len(tok.special_tokens)} special token(s), which a .tiktoken file cannot hold: pass "
+                           "them to tiktoken.Encoding as pat_str= and special_tokens=; bpe reads them back)")
         elif kind == "hf":
-            tok.save_huggingface(path)
+            texts[path] = json_value_text(huggingface_dict(tok))
             written.append(f"{path} (Hugging Face tokenizer.json)")
         else:
-            tok.save(path)
+            texts[path] = json_text(tok)
             written.append(str(path))
+    write_together(texts)
     if not quiet:
         for w in written:
             print(f"wrote {w}", file=sys.stderr)
 
 
 def _cmd_train(args) -> int:
+    from .files.write_set import locked
     from .train.mpi_count import world
 
-    out = _out_path(args)
+    outs = _outputs(args, _out_path(args))
     t0 = time.perf_counter()
-    if world() is not None and not args.counts:
-        tok = _train_across_ranks(args)
+    # The outputs are locked from the start, so a second `bpe train` into them stops at once; under
+    # MPI only rank 0 writes, and it locks them when it does.
+    with locked(_output_files(outs)) if world() is None else nullcontext():
+        tok = _train(args)
         if tok is None:
             return 0  # not rank 0: it counted its share; rank 0 trains and writes
-    elif args.counts:
+        _save(tok, outs, args.quiet)
+    if not args.quiet:
+        print(f"trained {tok!r} in {time.perf_counter() - t0:.1f}s -> {outs[0][0]}", file=sys.stderr)
+    return 0
+
+
+def _train(args):
+    """The trained tokenizer (None on MPI ranks other than 0)."""
+    from .train.mpi_count import world
+
+    if world() is not None and not args.counts:
+        return _train_across_ranks(args)
+    if args.counts:
         if args.input:
             raise SystemExit("bpe train: give --input or --counts, not both")
-        tok = Tokenizer.train_from_counts(args.counts, vocab_size=args.vocab_size, pattern=args.pattern,
-                                          special_tokens=args.special, min_frequency=args.min_frequency,
-                                          verbose=not args.quiet)
-    else:
-        tok = Tokenizer.train(args.input or None, vocab_size=args.vocab_size, pattern=args.pattern,
-                              special_tokens=args.special or (), min_frequency=args.min_frequency,
-                              workers=args.workers, verbose=not args.quiet)
-    _save(tok, out, args.hf_out, args.tiktoken_out, args.quiet)
-    if not args.quiet:
-        print(f"trained {tok!r} in {time.perf_counter() - t0:.1f}s -> {out}", file=sys.stderr)
-    return 0
+        return Tokenizer.train_from_counts(args.counts, vocab_size=args.vocab_size, pattern=args.pattern,
+                                           special_tokens=args.special, min_frequency=args.min_frequency,
+                                           verbose=not args.quiet)
+    return Tokenizer.train(args.input or None, vocab_size=args.vocab_size, pattern=args.pattern,
+                           special_tokens=args.special or (), min_frequency=args.min_frequency,
+                           workers=args.workers, verbose=not args.quiet)
 
 
 def _train_across_ranks(args):
@@ -262,7 +308,8 @@ def _add_train(sub, names: str) -> None:
 
 def _add_codec(sub) -> None:
     def common(q, what):
-        q.add_argument("--tokenizer", "-t", required=True, help="tokenizer file (our .json or a .tiktoken)")
+        q.add_argument("--tokenizer", "-t", required=True,
+                       help="tokenizer: our .json, a .tiktoken, a Hugging Face tokenizer.json or a model folder")
         q.add_argument("--pattern", default=None, help="split pattern for a .tiktoken file (default: its side "
                                                        "file's, else gpt4)")
         q.add_argument("file", nargs="?", help=f"{what} file (default: stdin)")
@@ -316,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return args.func(args)
-        except (ValueError, OSError) as e:
-            print(f"bpe {args.command}: error: {e}", file=sys.stderr)
+        except (ValueError, OSError, FolderBusy) as e:
+            print(_printable(f"bpe {args.command}: error: {e}"), file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             return 130

@@ -10,6 +10,7 @@ bytes, merge k makes id 256 + k, special tokens follow (unless given explicit id
 """
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,7 @@ from typing import AbstractSet
 
 from .encode.piece_encoder import PieceEncoder
 from .encode.special import Allowed, Disallowed, check_disallowed, special_policy
+from .files.schema import id_limit, token_id
 from .split.patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
 from .text import alternation, repair_surrogates
 
@@ -52,16 +54,19 @@ class Tokenizer:
         self._setup()
 
     def _check(self) -> None:
+        limit = id_limit(len(self._ranks) + len(self._special))  # ids about dense: a bounded vocabulary
         ids = set(self._ranks.values())
         if len(ids) != len(self._ranks):
             raise ValueError("two mergeable tokens share an id")
+        token_id(operator.index(max(ids, default=0)), "the largest mergeable token id", limit)
         missing = [b for b in range(256) if bytes([b]) not in self._ranks]
         if missing:
             raise ValueError(f"the vocabulary lacks {len(missing)} single bytes (e.g. byte {missing[0]}); "
                              "every byte must be a token for byte-level BPE")
         for s, i in self._special.items():
-            if not s:
+            if not isinstance(s, str) or not s:
                 raise ValueError("a special token must be a non-empty string")
+            token_id(i, f"the id of special token {s[:40]!r}", limit)
             if i in ids:
                 raise ValueError(f"special token {s!r} has id {i}, which a mergeable token already uses")
         if len(set(self._special.values())) != len(self._special):
@@ -178,18 +183,19 @@ class Tokenizer:
             out += self._ordinary(text[pos:])
         return out
 
-    def encode_batch(self, texts: Iterable[str], workers: int | None = None,
+    def encode_batch(self, texts: Iterable[str], *, num_threads: int | None = None,
                      allowed_special: Allowed = frozenset(), disallowed_special: Disallowed = "all",
                      ) -> list[list[int]]:
-        """``[encode(t) for t in texts]``, in ``workers`` processes (default: all cores)."""
+        """``[encode(t) for t in texts]`` on up to ``num_threads`` cores (default: the free ones), as
+        tiktoken's; they are processes (``bpe.encode.parallel_encode``), small batches stay in this one."""
         from .encode.parallel_encode import encode_batch
 
         special_policy(self._special, allowed_special, disallowed_special)  # fail here, not in a worker
-        return encode_batch(self, list(texts), workers, allowed_special, disallowed_special)
+        return encode_batch(self, list(texts), num_threads, allowed_special, disallowed_special)
 
-    def encode_ordinary_batch(self, texts: Iterable[str], workers: int | None = None) -> list[list[int]]:
-        """``[encode_ordinary(t) for t in texts]``, in ``workers`` processes (default: all cores)."""
-        return self.encode_batch(texts, workers, allowed_special=frozenset(), disallowed_special=())
+    def encode_ordinary_batch(self, texts: Iterable[str], *, num_threads: int | None = None) -> list[list[int]]:
+        """``[encode_ordinary(t) for t in texts]``, as ``encode_batch``."""
+        return self.encode_batch(texts, num_threads=num_threads, allowed_special=frozenset(), disallowed_special=())
 
     # ---- decoding ---------------------------------------------------------------
 
@@ -349,12 +355,9 @@ class Tokenizer:
         ``pattern`` and ``special_tokens`` default to those in the side file ``<path>.json`` that
         ``save_tiktoken`` writes, and without one to GPT-4's pattern and no special tokens.
         """
-        from .files.tiktoken_file import load_tiktoken_ranks, load_tiktoken_side
+        from .files.tiktoken_file import load_tiktoken
 
-        ranks = load_tiktoken_ranks(path)
-        side_pattern, side_special = load_tiktoken_side(path) if pattern is None or special_tokens is None else (None, None)
-        return cls(ranks, pattern or side_pattern or GPT4_PATTERN,
-                   side_special if special_tokens is None else special_tokens)
+        return load_tiktoken(cls, path, pattern, special_tokens)
 
     def save_tiktoken(self, path: str | os.PathLike) -> Path:
         """Write the mergeable tokens as a ``.tiktoken`` file, and the split pattern and special

@@ -29,6 +29,9 @@ class DisallowedSpecialError(ValueError):
             "allowed_special='all'); to encode it as ordinary text, pass disallowed_special=()."
         )
 
+    def __reduce__(self):  # pickled by its fields, so that it crosses from a worker process
+        return type(self), (self.token, self.position)
+
 
 def _as_set(value, name: str) -> set[str]:
     if isinstance(value, str):

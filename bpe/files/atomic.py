@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Callable
 
 
-def _create_temp(folder: Path, name: str) -> Path:
-    """A new empty file ``.<name>.<random>.tmp``; O_EXCL, so never someone else's."""
+def create_temp(folder: Path, name: str, prefix: str = ".") -> Path:
+    """A new empty file ``<prefix><name>.<random>.tmp``; O_EXCL, so never someone else's."""
     while True:
-        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f"{prefix}{name}.{secrets.token_hex(6)}.tmp"
         try:
             # The kernel applies the umask to 0o666, as for open(path, "w").
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -27,7 +27,7 @@ def _create_temp(folder: Path, name: str) -> Path:
         return tmp
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """Make the rename itself durable (not possible on every system: then skipped)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -41,16 +41,22 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def existing_folder(path: Path) -> Path:
+    """The folder of ``path``, which must exist (FileNotFoundError naming both otherwise)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot write {str(path)!r}: folder {str(folder)!r} does not exist")
+    return folder
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` to fill a temp file beside ``path``, then put it in place atomically.
 
     The temp file is named ``.<name>.<random>.tmp``; on any error (a full disk, Ctrl-C) it is
     removed and ``path`` is left as it was. Returns ``path`` as a Path."""
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot write {str(path)!r}: folder {str(folder)!r} does not exist")
-    tmp = _create_temp(folder, path.name)
+    folder = existing_folder(path)
+    tmp = create_temp(folder, path.name)
     try:
         write(str(tmp))
         with open(tmp, "rb+") as f:
@@ -62,7 +68,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         except OSError:
             pass
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
     return path
 
 

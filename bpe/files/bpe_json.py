@@ -13,16 +13,19 @@ of ``"merges"``. The reader names the file and the field when the content is mal
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
+import re
 
+from ..split.patterns import resolve_pattern
 from .atomic import atomic_write_text
-from .jsonio import read_json, token_id
+from .jsonio import parse_json, read_text
+from .schema import at, base64_token, expect, id_limit, member, token_id
 from . import tiktoken_file
 
 FORMAT = "bpe-tokenizer"
 VERSION = 1
+_TIKTOKEN_LINE = re.compile(r"[A-Za-z0-9+/=]+ [0-9]+\r?\n")  # what a .tiktoken file starts with
 
 
 def to_json_dict(tok) -> dict:
@@ -36,85 +39,96 @@ def to_json_dict(tok) -> dict:
     return d
 
 
-def save_json(tok, path: str | os.PathLike) -> None:
+def json_text(tok) -> str:
+    """The file ``save_json`` writes: one merge (or token) per line, diffable and still compact."""
     d = to_json_dict(tok)
-    # One merge per line: diffable and still compact.
     body = {k: v for k, v in d.items() if k not in ("merges", "tokens")}
     text = json.dumps(body, ensure_ascii=False, indent=1)[:-2]
     for key in ("merges", "tokens"):
         if key in d:
             rows = ",\n  ".join(json.dumps(r, ensure_ascii=False) for r in d[key])
             text += f',\n "{key}": [\n  {rows}\n ]'
-    text += "\n}\n"
-    atomic_write_text(path, text)
+    return text + "\n}\n"
 
 
-def _list(d: dict, key: str, path) -> list:
-    v = d[key]
-    if not isinstance(v, list):
-        raise ValueError(f"{path}: field {key!r} must be a list, got {type(v).__name__}")
-    return v
+def save_json(tok, path: str | os.PathLike) -> None:
+    atomic_write_text(path, json_text(tok))
 
 
-def _merges(d: dict, path) -> list[tuple[int, int]]:
+def _merges(merges: list, path) -> list[tuple[int, int]]:
+    """The merges' id pairs (``from_merges`` then checks that each id is made before it is used)."""
     pairs = []
-    for k, m in enumerate(_list(d, "merges", path)):
+    for k, m in enumerate(merges):
         if not (isinstance(m, list) and len(m) == 2):
             raise ValueError(f"{path}: field 'merges[{k}]' must be a pair [left_id, right_id], got {str(m)[:40]}")
-        pairs.append((token_id(m[0], f"{path}: field 'merges[{k}][0]'"), token_id(m[1], f"{path}: field 'merges[{k}][1]'")))
+        pairs.append(tuple(token_id(m[j], f"{path}: field 'merges[{k}][{j}]'") for j in (0, 1)))
     return pairs
 
 
-def _tokens(d: dict, path) -> dict[bytes, int]:
-    ranks = {}
-    for k, row in enumerate(_list(d, "tokens", path)):
+def _tokens(rows: list, n_ids: int, path) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    rows_of: dict[int, int] = {}  # id -> the row that has it
+    limit = id_limit(n_ids)
+    for k, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == 2 and isinstance(row[1], str)):
             raise ValueError(f"{path}: field 'tokens[{k}]' must be [id, base64], got {str(row)[:40]}")
-        try:
-            b = base64.b64decode(row[1], validate=True)
-        except binascii.Error:
-            raise ValueError(f"{path}: field 'tokens[{k}]' has invalid base64 {row[1][:40]!r}") from None
-        ranks[b] = token_id(row[0], f"{path}: field 'tokens[{k}][0]'")
+        b = base64_token(row[1], f"{path}: field 'tokens[{k}][1]'")
+        if b in ranks:
+            raise ValueError(f"{path}: field 'tokens[{k}]' repeats the token of id {ranks[b]}")
+        i = token_id(row[0], f"{path}: field 'tokens[{k}][0]'", limit)
+        if i in rows_of:
+            raise ValueError(f"{path}: field 'tokens[{k}][0]' is id {i}, which tokens[{rows_of[i]}] has too")
+        ranks[b], rows_of[i] = i, k
     return ranks
 
 
-def _header(d, path) -> tuple[str, dict[str, int]]:
-    """The pattern and special tokens of a parsed tokenizer file, checked."""
-    if not isinstance(d, dict):
-        raise ValueError(f"{path}: expected a JSON object at the top level")
+def _header(d, path) -> tuple[str, dict]:
+    """The pattern and the special tokens (not yet their ids) of a parsed tokenizer file, checked."""
+    expect(d, dict, path, "(top level)")
     if "model" in d and "format" not in d:
         raise ValueError(f"{path}: this is a Hugging Face tokenizer.json, not our format; "
                          "read it with Tokenizer.from_huggingface")
     if d.get("format") == tiktoken_file.SIDE_FORMAT:
         raise ValueError(f"{path}: this is the side file of a .tiktoken file (its pattern and special "
-                         f"tokens); load the .tiktoken file itself ({d.get('ranks_file')!r})")
+                         f"tokens); load the .tiktoken file itself ({str(d.get('ranks_file'))[:80]!r})")
     if d.get("format", FORMAT) != FORMAT:
         raise ValueError(f"{path}: field 'format' is {str(d.get('format'))[:40]}, expected {FORMAT!r}"
                          " (for Hugging Face or tiktoken files use the matching importer)")
     version = d.get("version")
     if version != VERSION or isinstance(version, bool):
         raise ValueError(f"{path}: field 'version' is {str(version)[:40]}; this code reads version {VERSION}")
-    pattern = d.get("pattern")
-    if not isinstance(pattern, str):
-        raise ValueError(f"{path}: field 'pattern' is missing or not a string")
-    specials = d.get("special_tokens", {})
-    if not isinstance(specials, dict):
-        raise ValueError(f"{path}: field 'special_tokens' must be an object mapping text to id")
-    for s, i in specials.items():
-        token_id(i, f"{path}: field 'special_tokens[{s[:40]!r}]'")
-    return pattern, specials
+    pattern = resolve_pattern(member(d, "pattern", str, path), f"{path}: field 'pattern'")
+    return pattern, member(d, "special_tokens", dict, path, default={})
 
 
 def load_json(cls, path: str | os.PathLike):
-    d = read_json(path, "tokenizer file")
+    text = read_text(path, "tokenizer file")
+    if _TIKTOKEN_LINE.match(text):
+        raise ValueError(f"{path}: this looks like a .tiktoken file (lines of '<base64 token> <rank>'), not "
+                         "our JSON format; read it with Tokenizer.from_tiktoken (the bpe command reads a "
+                         "file whose name ends in .tiktoken as one)")
+    d = parse_json(text, path, "tokenizer file")
     pattern, specials = _header(d, path)
+    if "merges" in d:
+        merges = member(d, "merges", list, path)
+        n_ids = 256 + len(merges) + len(specials)
+        ids = _merges(merges, path)
+        make = lambda s: cls.from_merges(ids, pattern, s)  # noqa: E731
+    elif "tokens" in d:
+        rows = member(d, "tokens", list, path)
+        n_ids = len(rows) + len(specials)
+        ranks = _tokens(rows, n_ids, path)
+        make = lambda s: cls(ranks, pattern, s)  # noqa: E731
+    else:
+        raise ValueError(f"{path}: neither field 'merges' nor field 'tokens' is present")
+    limit = id_limit(n_ids)
+    special_ids: dict[str, int] = {}
+    for s, i in specials.items():
+        field = f"{path}: field '{at('special_tokens', s)}'"
+        if token_id(i, field, limit) in special_ids.values():
+            raise ValueError(f"{field} is id {i}, which another special token has too")
+        special_ids[s] = i
     try:
-        if "merges" in d:
-            return cls.from_merges(_merges(d, path), pattern, specials)
-        if "tokens" in d:
-            return cls(_tokens(d, path), pattern, specials)
+        return make(special_ids)
     except ValueError as e:
-        if str(e).startswith(str(path)):
-            raise
         raise ValueError(f"{path}: {e}") from None
-    raise ValueError(f"{path}: neither field 'merges' nor field 'tokens' is present")

@@ -73,12 +73,13 @@ def _expand_one(raw) -> tuple[list[Path], bool]:
     raise FileNotFoundError(f"input file {shown!r} does not exist{hint}")
 
 
-def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_binary: bool = True) -> list[Path]:
+def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_binary: bool = True,
+                  skipped: list[Path] | None = None) -> list[Path]:
     """Files, folders and globs -> a list of files (in the order given, each folder sorted).
 
     Folders are walked recursively, hidden entries skipped. With ``skip_binary``, files found
     in a folder or by a glob that look binary (``looks_binary``) are skipped; a file named
-    itself is always kept. A file reached twice (also through another spelling of its path
+    itself is always kept (``skipped``, when given, receives the binary files left out). A file reached twice (also through another spelling of its path
     or a link) is listed once, where it first appears. Raises FileNotFoundError naming the
     first path that is missing or matches nothing.
     """
@@ -90,7 +91,12 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_b
         found, searched = _expand_one(raw)
         for f in found:
             key = os.path.realpath(f)
-            if key in seen or (searched and skip_binary and looks_binary(f)):
+            if key in seen:
+                continue
+            if searched and skip_binary and looks_binary(f):
+                if skipped is not None:
+                    skipped.append(f)
+                seen.add(key)
                 continue
             seen.add(key)
             out.append(f)

@@ -25,6 +25,7 @@ from functools import lru_cache
 from ..split.patterns import GPT2_PATTERN, PATTERNS, resolve_pattern
 from .atomic import atomic_write_text
 from .jsonio import read_json, read_text, write_json
+from .schema import at, dot, expect, id_limit, member, shown, token_id
 
 
 @lru_cache(maxsize=None)
@@ -77,9 +78,9 @@ def load_gpt2_files(cls, encoder_json, vocab_bpe, pattern=None):
         mergeable.add(parts[0] + parts[1])
     ranks: dict[bytes, int] = {}
     specials: dict[str, int] = {}
+    limit = id_limit(len(encoder))
     for s, i in encoder.items():
-        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
-            raise ValueError(f"{encoder_json}: field {s!r} must be a non-negative int id, got {i!r}")
+        token_id(i, f"{encoder_json}: field {shown(s)}", limit)
         if s in mergeable:
             ranks[_to_bytes(s, f"{encoder_json}: field {s!r}")] = i
         else:
@@ -88,7 +89,10 @@ def load_gpt2_files(cls, encoder_json, vocab_bpe, pattern=None):
     if missing:
         raise ValueError(f"{encoder_json}: {len(missing)} tokens made by {vocab_bpe} have no id "
                          f"(e.g. {sorted(missing)[0]!r}); do the two files belong together?")
-    return cls(ranks, resolve_pattern(pattern or GPT2_PATTERN), specials)
+    try:
+        return cls(ranks, resolve_pattern(pattern or GPT2_PATTERN), specials)
+    except ValueError as e:
+        raise ValueError(f"{encoder_json}: {e}") from None
 
 
 def save_gpt2_files(tok, encoder_json, vocab_bpe) -> None:
@@ -162,46 +166,108 @@ def save_huggingface(tok, path: str | os.PathLike) -> None:
     write_json(path, huggingface_dict(tok))
 
 
-# ---- reading tokenizer.json -------------------------------------------------------------------
-def _hf_pattern(pre, path) -> str:
+# ---- reading tokenizer.json: its shape, checked field by field (``schema``) ---------------------
+_NULL = type(None)
+_PRE = "pre_tokenizer"
+
+
+def _byte_level(step: dict, field: str, use_regex: bool, path) -> None:
+    if member(step, "add_prefix_space", (bool, _NULL), path, field, default=False):
+        raise ValueError(f"{path}: {field} ByteLevel has add_prefix_space=true, which is not implemented")
+    if member(step, "use_regex", bool, path, field, default=True) != use_regex:
+        raise ValueError(f"{path}: {field} ByteLevel with use_regex={not use_regex} "
+                         f"{'after a Split' if not use_regex else 'alone'} is not implemented")
+
+
+def _hf_pattern(d: dict, path) -> str:
     """The one split pattern of a byte-level pre-tokenizer: ByteLevel with its built-in regex
     (GPT-2), or a Sequence of one Split regex and a ByteLevel without regex (LLaMA-3, Qwen2)."""
-    def byte_level(step, use_regex):
-        if step.get("add_prefix_space"):
-            raise ValueError(f"{path}: pre_tokenizer ByteLevel has add_prefix_space=true, which is not implemented")
-        if bool(step.get("use_regex", True)) != use_regex:
-            raise ValueError(f"{path}: pre_tokenizer ByteLevel with use_regex={not use_regex} "
-                             f"{'after a Split' if not use_regex else 'alone'} is not implemented")
-
-    if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
-        byte_level(pre, True)
+    pre = member(d, _PRE, (dict, _NULL), path, default=None)
+    kind = member(pre, "type", str, path, _PRE) if pre is not None else None
+    if kind == "ByteLevel":
+        _byte_level(pre, _PRE, True, path)
         return GPT2_PATTERN
-    steps = pre.get("pretokenizers") if isinstance(pre, dict) and pre.get("type") == "Sequence" else None
-    kinds = [s.get("type") for s in steps] if isinstance(steps, list) and all(isinstance(s, dict) for s in steps) else None
+    steps = member(pre, "pretokenizers", list, path, _PRE) if kind == "Sequence" else None
+    fields = [at(dot(_PRE, "pretokenizers"), k) for k in range(len(steps or []))]
+    kinds = [member(expect(s, dict, path, f), "type", str, path, f) for s, f in zip(steps or [], fields)]
     if kinds != ["Split", "ByteLevel"]:
-        what = pre.get("type") if isinstance(pre, dict) else pre
-        raise ValueError(f"{path}: pre_tokenizer {what!r} {kinds or ''} is not implemented; supported: "
+        raise ValueError(f"{path}: {_PRE} {kind!r} {kinds or ''} is not implemented; supported: "
                          "ByteLevel (GPT-2) or Sequence[Split regex, ByteLevel] (LLaMA-3, Qwen2)")
-    split, level = steps
-    regex = (split.get("pattern") or {}).get("Regex")
-    if not isinstance(regex, str) or split.get("behavior") != "Isolated" or split.get("invert"):
-        raise ValueError(f"{path}: pre_tokenizer Split must be a Regex with behavior 'Isolated' and invert "
-                         f"false, got {json.dumps(split)[:120]}")
-    byte_level(level, False)
+    (split, level), field = steps, fields[0]
+    spec = member(split, "pattern", dict, path, field)
+    if "Regex" not in spec:
+        raise ValueError(f"{path}: field '{dot(field, 'pattern')}' holds {sorted(spec)[:3]}; only a Split with "
+                         "a 'Regex' pattern is implemented")
+    regex = member(spec, "Regex", str, path, dot(field, "pattern"))
+    if member(split, "behavior", str, path, field) != "Isolated" or member(split, "invert", bool, path, field,
+                                                                            default=False):
+        raise ValueError(f"{path}: {field} Split must have behavior 'Isolated' and invert false, got "
+                         f"{json.dumps(split)[:120]}")
+    _byte_level(level, fields[1], False, path)
     for pattern in PATTERNS.values():  # our own export writes the Oniguruma spelling of these
         if onig_pattern(pattern) == regex:
             return pattern
-    return regex
+    return resolve_pattern(regex, f"{path}: field '{dot(field, 'pattern.Regex')}'")
 
 
-def _hf_merges(merges, path) -> list[tuple[str, str]]:
+def _hf_merges(merges: list, vocab: dict, path) -> list[tuple[str, str]]:
+    """The merges as pairs; each side and the token it makes must be in the vocabulary, as the
+    `tokenizers` package requires."""
     out = []
     for k, m in enumerate(merges):
         pair = m.split(" ") if isinstance(m, str) else m
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
             raise ValueError(f"{path}: field 'model.merges[{k}]' must be \"a b\" or [a, b], got {str(m)[:40]!r}")
-        out.append((pair[0], pair[1]))
+        a, b = pair
+        if a not in vocab or b not in vocab or a + b not in vocab:
+            t = next(t for t in (a, b, a + b) if t not in vocab)
+            raise ValueError(f"{path}: field 'model.merges[{k}]' uses or makes {t[:40]!r}, which is not in "
+                             "model.vocab")
+        out.append((a, b))
     return out
+
+
+def _hf_model(d: dict, path) -> dict:
+    model = member(d, "model", dict, path)
+    kind = member(model, "type", (str, _NULL), path, "model", default=None)
+    if kind != "BPE":
+        raise ValueError(f"{path}: field 'model.type' is {str(kind)[:40]!r}; only BPE is implemented")
+    if (member(model, "byte_fallback", (bool, _NULL), path, "model", default=False)
+            or member(model, "continuing_subword_prefix", (str, _NULL), path, "model", default=None)
+            or member(model, "end_of_word_suffix", (str, _NULL), path, "model", default=None)):
+        raise ValueError(f"{path}: a SentencePiece-style BPE (byte_fallback, subword prefix/suffix) is not "
+                         "implemented; only byte-level BPE (GPT-2, LLaMA-3, Qwen2)")
+    return model
+
+
+def _hf_normalizer(d: dict, path) -> None:
+    norm = member(d, "normalizer", (dict, _NULL), path, default=None)
+    if norm is None:
+        return
+    kind = member(norm, "type", str, path, "normalizer")
+    if kind != "NFC":
+        raise ValueError(f"{path}: normalizer {kind[:40]!r} is not implemented")
+    import warnings
+
+    warnings.warn(f"{path}: the NFC normalizer is not applied; text already in NFC encodes the same", stacklevel=4)
+
+
+def _hf_ids(vocab: dict, added_rows: list, path) -> tuple[dict[str, int], dict[str, int]]:
+    """(vocab, added tokens) as text -> id, each id checked and bounded by the vocabulary's size."""
+    limit = id_limit(len(vocab) + len(added_rows))
+    added = {}
+    for k, t in enumerate(added_rows):
+        field = at("added_tokens", k)
+        content = member(expect(t, dict, path, field), "content", str, path, field)
+        added[content] = token_id(member(t, "id", int, path, field), f"{path}: field '{dot(field, 'id')}'", limit)
+    owner: dict[int, str] = {}
+    for s, i in vocab.items():
+        token_id(i, f"{path}: field '{at('model.vocab', s)}'", limit)
+        if i in owner and s not in added:
+            raise ValueError(f"{path}: field '{at('model.vocab', s)}' has id {i}, which "
+                             f"{owner[i][:40]!r} has too")
+        owner.setdefault(i, s)
+    return vocab, added
 
 
 def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, int]]:
@@ -210,29 +276,13 @@ def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, i
     Ids are the file's. Our encoder merges by id (tiktoken's rule), so the merge-made tokens must
     be numbered in merge order, as GPT-2's, LLaMA-3's and Qwen2's are; every added token (special
     or not: the `tokenizers` package matches both in the text) becomes a special token."""
-    model = d.get("model")
-    if not isinstance(model, dict) or model.get("type") != "BPE":
-        raise ValueError(f"{path}: field 'model.type' is {str((model or {}).get('type'))!r}; only BPE is implemented")
-    if model.get("byte_fallback") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        raise ValueError(f"{path}: a SentencePiece-style BPE (byte_fallback, subword prefix/suffix) is not "
-                         "implemented; only byte-level BPE (GPT-2, LLaMA-3, Qwen2)")
-    norm = d.get("normalizer")
-    if norm is not None and norm.get("type") != "NFC":
-        raise ValueError(f"{path}: normalizer {norm.get('type')!r} is not implemented")
-    if norm is not None:
-        import warnings
-
-        warnings.warn(f"{path}: the NFC normalizer is not applied; text already in NFC encodes the same", stacklevel=3)
-    pattern = _hf_pattern(d.get("pre_tokenizer"), path)
-    added = {}
-    for k, t in enumerate(d.get("added_tokens") or []):
-        if not (isinstance(t, dict) and isinstance(t.get("content"), str) and isinstance(t.get("id"), int)):
-            raise ValueError(f"{path}: field 'added_tokens[{k}]' must have a string 'content' and an int 'id'")
-        added[t["content"]] = t["id"]
-    vocab = model.get("vocab")
-    if not isinstance(vocab, dict):
-        raise ValueError(f"{path}: field 'model.vocab' must be an object mapping token strings to ids")
-    merges = _hf_merges(model.get("merges") or [], path)
+    expect(d, dict, path, "(top level)")
+    model = _hf_model(d, path)
+    _hf_normalizer(d, path)
+    pattern = _hf_pattern(d, path)
+    vocab, added = _hf_ids(member(model, "vocab", dict, path, "model"),
+                           member(d, "added_tokens", (list, _NULL), path, default=None) or [], path)
+    merges = _hf_merges(member(model, "merges", (list, _NULL), path, "model", default=None) or [], vocab, path)
     singles = set(bytes_to_unicode().values())
     made = {a + b: k for k, (a, b) in enumerate(merges)}
     ranks: dict[bytes, int] = {}
@@ -252,8 +302,8 @@ def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, i
 
 def load_huggingface(cls, path: str | os.PathLike):
     """A Tokenizer from a Hugging Face byte-level BPE ``tokenizer.json``; ids are the file's."""
-    d = read_json(path, "tokenizer.json")
-    if not isinstance(d, dict):
-        raise ValueError(f"{path}: expected a JSON object at the top level")
-    ranks, pattern, specials = huggingface_parts(d, path)
-    return cls(ranks, pattern, specials)
+    ranks, pattern, specials = huggingface_parts(read_json(path, "tokenizer.json"), path)
+    try:
+        return cls(ranks, pattern, specials)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None

@@ -9,37 +9,44 @@ line or field when the content is malformed.
 from __future__ import annotations
 
 import base64
-import binascii
 import os
 from pathlib import Path
 
-from .atomic import atomic_write_text
-from .jsonio import read_json, read_text, token_id, write_json
+from ..split.patterns import GPT4_PATTERN, resolve_pattern
+from .jsonio import json_text, read_json, read_text
+from .schema import at, base64_token, expect, id_limit, member, token_id
+from .write_set import write_together
 
 SIDE_FORMAT = "bpe-tiktoken-side"
 
 
 def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
-    """Token bytes -> rank from a ``.tiktoken`` file; errors name the file and line."""
+    """Token bytes -> rank from a ``.tiktoken`` file; errors name the file and line.
+
+    Ranks are ASCII digits (``int`` would also take "٣") no larger than ``id_limit`` of the
+    number of lines: dense, as in every real file (cl100k's are 0..100255)."""
     text = read_text(path, ".tiktoken file")
+    lines = text.splitlines()
+    limit = id_limit(len(lines))
     ranks: dict[bytes, int] = {}
     seen_ranks: set[int] = set()
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         parts = line.split()
         if len(parts) != 2:
             raise ValueError(f"{path}, line {n}: expected '<base64 token> <rank>', got {line[:80]!r}"
                              " - is the file truncated?")
-        try:
-            b = base64.b64decode(parts[0], validate=True)
-        except binascii.Error:
-            raise ValueError(f"{path}, line {n}: invalid base64 token {parts[0][:80]!r}") from None
-        if not parts[1].isdigit():
-            raise ValueError(f"{path}, line {n}: rank {parts[1][:80]!r} is not a non-negative integer")
-        r = int(parts[1])
+        b = base64_token(parts[0], f"{path}, line {n}")
         if b in ranks:
             raise ValueError(f"{path}, line {n}: token {b!r} appears twice (also with rank {ranks[b]})")
+        if not (parts[1].isascii() and parts[1].isdigit()):
+            raise ValueError(f"{path}, line {n}: rank {parts[1][:80]!r} is not a non-negative integer"
+                             " in ASCII digits")
+        if len(parts[1]) > 10 or int(parts[1]) > limit:
+            raise ValueError(f"{path}, line {n}: rank {parts[1][:40]} is beyond {limit:,}, the most a file "
+                             f"of {len(lines):,} lines may use (ranks are dense from 0)")
+        r = int(parts[1])
         if r in seen_ranks:
             raise ValueError(f"{path}, line {n}: rank {r} appears twice")
         ranks[b] = r
@@ -58,34 +65,49 @@ def tiktoken_side_path(path: str | os.PathLike) -> Path:
     return Path(str(path) + ".json")
 
 
-def save_tiktoken(tok, path: str | os.PathLike) -> Path:
-    """Write the ranks to ``path`` and, beside it, what a .tiktoken file cannot hold.
+def tiktoken_texts(tok, path: str | os.PathLike) -> dict[Path, str]:
+    """The ranks file and, beside it, the side file with what a .tiktoken file cannot hold.
 
     tiktoken keeps the split pattern and the special tokens in code
     (``tiktoken.Encoding(name, pat_str=..., mergeable_ranks=..., special_tokens=...)``), so they
-    go to ``<path>.json`` under exactly those names; ``from_tiktoken`` reads them back. Returns
-    the side file's path.
+    go to ``<path>.json`` under exactly those names; ``from_tiktoken`` reads them back.
     """
     ranks = tok.mergeable_ranks
     lines = [f"{base64.b64encode(b).decode('ascii')} {i}" for b, i in sorted(ranks.items(), key=lambda x: x[1])]
-    side = tiktoken_side_path(path)
     info = {"format": SIDE_FORMAT, "ranks_file": Path(path).name, "name": Path(path).stem,
             "pat_str": tok.pattern, "special_tokens": tok.special_tokens}
-    write_json(side, info)
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    return side
+    return {Path(path): "\n".join(lines) + "\n", tiktoken_side_path(path): json_text(info)}
 
 
-def load_tiktoken_side(path: str | os.PathLike) -> tuple[str | None, dict[str, int] | None]:
-    """(pattern, special tokens) from the side file of a .tiktoken file, or (None, None)."""
+def save_tiktoken(tok, path: str | os.PathLike) -> Path:
+    """Write ``tiktoken_texts`` as one set (``write_set``); returns the side file's path."""
+    write_together(tiktoken_texts(tok, path))
+    return tiktoken_side_path(path)
+
+
+def load_tiktoken_side(path: str | os.PathLike, n_ranks: int) -> tuple[str | None, dict[str, int] | None]:
+    """(pattern, special tokens) from the side file of a .tiktoken file of ``n_ranks`` ranks, or
+    (None, None) without one."""
     side = tiktoken_side_path(path)
     if not side.exists():
         return None, None
-    d = read_json(side, "tiktoken side file")
-    if not isinstance(d, dict) or d.get("format") != SIDE_FORMAT:
+    d = expect(read_json(side, "tiktoken side file"), dict, side, "(top level)")
+    if d.get("format") != SIDE_FORMAT:
         raise ValueError(f"{side}: expected the side file of {Path(path).name} (field 'format' "
                          f"{SIDE_FORMAT!r})")
-    pattern, specials = d.get("pat_str"), d.get("special_tokens", {})
-    if not isinstance(pattern, str) or not isinstance(specials, dict):
-        raise ValueError(f"{side}: fields 'pat_str' (a string) and 'special_tokens' (an object) are required")
-    return pattern, {s: token_id(i, f"{side}: field 'special_tokens[{s[:40]!r}]'") for s, i in specials.items()}
+    pattern = resolve_pattern(member(d, "pat_str", str, side), f"{side}: field 'pat_str'")
+    specials = member(d, "special_tokens", dict, side, default={})
+    limit = id_limit(n_ranks + len(specials))
+    return pattern, {s: token_id(i, f"{side}: field '{at('special_tokens', s)}'", limit) for s, i in specials.items()}
+
+
+def load_tiktoken(cls, path: str | os.PathLike, pattern: str | None, special_tokens):
+    """A Tokenizer from a .tiktoken file; a pattern or special tokens not given come from its side
+    file, and without one GPT-4's pattern and no special tokens. Errors name the file."""
+    ranks = load_tiktoken_ranks(path)
+    side_pattern, side_special = (load_tiktoken_side(path, len(ranks)) if pattern is None or special_tokens is None
+                                  else (None, None))
+    try:
+        return cls(ranks, pattern or side_pattern or GPT4_PATTERN, side_special if special_tokens is None else special_tokens)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None

@@ -56,11 +56,13 @@ PATTERNS["r50k"] = GPT2_PATTERN
 PATTERNS["o200k_base"] = O200K_PATTERN
 
 
-def resolve_pattern(pattern: str | None) -> str:
+def resolve_pattern(pattern: str | None, where: str | None = None) -> str:
     """Return the regex string for a pattern name ('gpt2', 'gpt4', 'o200k', ...) or a regex.
 
-    ``None`` means GPT-4's pattern. A string that is not a known name is taken as a
-    regex and compiled once to check it, so a typo fails here with a clear message.
+    ``None`` means GPT-4's pattern. A string that is not a known name is taken as a regex,
+    compiled once to check it (so a typo fails here with a clear message) and checked for
+    catastrophic backtracking (``redos.check_pattern``), since patterns come from files users
+    download. ``where`` (a file and field) prefixes the errors.
     """
     if pattern is None:
         return GPT4_PATTERN
@@ -68,19 +70,34 @@ def resolve_pattern(pattern: str | None) -> str:
         raise TypeError(f"pattern must be a name or a regex string, got {type(pattern).__name__}")
     if pattern in PATTERNS:
         return PATTERNS[pattern]
+    if pattern in PATTERNS.values():
+        return pattern
+    try:
+        return _checked(pattern)
+    except ValueError as e:
+        if where is None:
+            raise
+        raise ValueError(f"{where}: {e}") from None
+
+
+def _checked(pattern: str) -> str:
+    """``pattern`` if it is a regex that may serve as a split pattern, else ValueError."""
     if not pattern:
         raise ValueError("the split pattern is empty: it matches nothing, so every text would encode "
                          "to no tokens; give a pattern name or a regex that matches every character")
     import regex
 
+    from .redos import check_pattern
+
     try:
         compiled = regex.compile(pattern)
     except regex.error as e:
         names = ", ".join(sorted(PATTERNS))
-        raise ValueError(f"pattern {pattern!r} is neither a known name ({names}) nor a valid regex: {e}") from None
+        raise ValueError(f"pattern {pattern[:60]!r} is neither a known name ({names}) nor a valid regex: {e}") from None
     if compiled.groups:  # findall would return the groups, not the chunks
         raise ValueError(f"pattern {pattern[:60]!r} has capturing groups; write them as (?:...), since a "
                          "chunk is the whole match")
+    check_pattern(pattern)
     return pattern
 
 
@@ -104,14 +121,21 @@ class PatternCoverageError(ValueError):
 
 
 def uncovered(pattern: str, text: str) -> tuple[int, str] | None:
-    """(position, character) of the first character of ``text`` no match of ``pattern`` covers."""
+    """(position, character) of the first character of ``text`` no match of ``pattern`` covers.
+
+    A pattern that is not built in runs under its time budget (``redos.time_budget``)."""
     import regex
 
+    from .redos import time_budget, timed_out
+
     pos = 0
-    for m in regex.finditer(pattern, text):
-        if m.start() > pos:
-            return pos, text[pos]
-        pos = max(pos, m.end())
+    try:
+        for m in regex.finditer(pattern, text, timeout=time_budget(len(text))):
+            if m.start() > pos:
+                return pos, text[pos]
+            pos = max(pos, m.end())
+    except TimeoutError:
+        raise timed_out(pattern, len(text)) from None
     return (pos, text[pos]) if pos < len(text) else None
 
 

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from .patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, coverage_error
+from .redos import budgeted
 
 # Placeholders: L letters, N numbers, S whitespace, U and W o200k's "upper" and "lower"
 # letter classes, and one case class per contraction letter.
@@ -152,15 +153,18 @@ def _astral() -> _Astral:
 def chunk_finder(pattern: str) -> Callable[[str], list[str]]:
     """``findall`` for ``pattern``: the chunks of a text, in order.
 
-    Built-in patterns run as their `re` twin. Any other pattern runs under `regex`, and each
-    call checks that the chunks add up to the whole text, raising PatternCoverageError
-    otherwise, since text between two matches would be lost from training and encoding alike.
+    Built-in patterns run as their `re` twin. Any other pattern runs under `regex`, within its
+    time budget (``redos.budgeted``: PatternTimeout past it), and each call checks that the
+    chunks add up to the whole text, raising PatternCoverageError otherwise, since text between
+    two matches would be lost from training and encoding alike.
     """
     import regex
 
     slow = regex.compile(pattern).findall
     fast = twin(pattern)
     if fast is None:
+        slow = budgeted(slow, pattern)
+
         def checked(text: str) -> list[str]:
             chunks = slow(text)
             if sum(map(len, chunks)) != len(text):

@@ -24,6 +24,7 @@ from typing import Callable
 from ..files.atomic import atomic_write_text
 from ..files.corpus import expand_inputs
 from ..files.jsonio import read_json
+from ..split.patterns import resolve_pattern
 from .chunk_counter import add_counts
 
 FORMAT = "bpe-chunk-counts"
@@ -50,6 +51,7 @@ def read_counts(path: str | os.PathLike) -> tuple[dict[str, int], str, list[str]
     pattern, specials, chunks = d.get("pattern"), d.get("special_tokens", []), d.get("chunks")
     if not isinstance(pattern, str):
         raise ValueError(f"{path}: field 'pattern' is missing or not a string")
+    resolve_pattern(pattern, f"{path}: field 'pattern'")  # a pattern from a file is checked (split.redos)
     if not (isinstance(specials, list) and all(isinstance(s, str) and s for s in specials)):
         raise ValueError(f"{path}: field 'special_tokens' must be a list of non-empty strings")
     if not isinstance(chunks, dict):

@@ -100,6 +100,10 @@ def _logger(verbose: bool):
     return (lambda msg: print(msg, file=sys.stderr)) if verbose else (lambda msg: None)
 
 
+def _files(n: int) -> str:
+    return f"{n:,} file{'' if n == 1 else 's'}"
+
+
 def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
                  table: bool = False) -> Counter | ChunkTable:
     """Chunk counts of files, folders and globs (``inputs``; None: the default corpus) or of
@@ -109,15 +113,18 @@ def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
     if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
         texts, inputs = inputs, None  # a generator or other iterable of texts
     if texts is None:
-        files = default_corpus_files() if inputs is None else expand_inputs(inputs)
+        binary: list = []
+        files = default_corpus_files() if inputs is None else expand_inputs(inputs, skipped=binary)
         if not files:
-            raise ValueError("no input files to train on")
-        log(f"counting chunks in {len(files)} file(s)")
+            raise ValueError("no input files to train on" + (f" ({_files(len(binary))} skipped as binary)"
+                                                              if binary else ""))
+        log(f"counting chunks in {_files(len(files))}"
+            + (f" ({_files(len(binary))} skipped as binary: a NUL byte in the first 8 KiB)" if binary else ""))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             counts = count_files(files, pattern, workers, special_tokens=names, table=table)
         _summarize_warnings(caught, quiet_unicode=inputs is None, log=log)
-        source = f"{len(files)} file(s)"
+        source = _files(len(files))
     else:
         counts = count_texts(texts, pattern, workers, special_tokens=names, table=table)
         source = "the given texts"

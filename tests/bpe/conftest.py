@@ -1,13 +1,10 @@
-"""Shared fixtures: small tokenizers trained once per session, the cl100k file's location."""
-from pathlib import Path
+"""Shared fixtures: small tokenizers trained once per session (the cl100k file: tests/conftest.py)."""
 
 import pytest
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, Tokenizer
 from bpe import default_corpus_files
 
-REPO = Path(__file__).resolve().parents[2]
-CL100K = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 
 PROSE = (
     "The quick brown fox jumps over the lazy dog. It's 3.14159 o'clock; don't panic!\n"
@@ -37,13 +34,6 @@ def tok4(corpus_texts) -> Tokenizer:
 def tok2(corpus_texts) -> Tokenizer:
     return Tokenizer.train_from_iterator(corpus_texts, vocab_size=1200, pattern=GPT2_PATTERN,
                                          special_tokens=["<|endoftext|>"], workers=1)
-
-
-@pytest.fixture(scope="session")
-def cl100k_path() -> Path:
-    if not CL100K.exists():
-        pytest.skip(f"{CL100K} is absent (the reference cl100k_base.tiktoken is not in this checkout)")
-    return CL100K
 
 
 @pytest.fixture(scope="session")

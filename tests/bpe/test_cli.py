@@ -58,6 +58,7 @@ def test_tiktoken_output_by_extension(tmp_path, monkeypatch, capsys):
 
 
 def test_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # `bpe train` without --out writes tok.json here: never into the clone
     rc, _, err = run(["train", "--input", str(tmp_path / "missing.txt")], "", monkeypatch, capsys)
     assert rc == 2 and "missing.txt" in err and "Traceback" not in err
     corpus = tmp_path / "c.txt"

@@ -108,9 +108,9 @@ def test_token_bytes_and_sizes(tok4):
 def test_encode_batch_equals_encode(tok4, corpus_texts):
     texts = corpus_texts[:20] + ["", "x<|endoftext|>y"]
     want = [tok4.encode(t, allowed_special="all") for t in texts]
-    assert tok4.encode_batch(texts, workers=1, allowed_special="all") == want
+    assert tok4.encode_batch(texts, num_threads=1, allowed_special="all") == want
     big = texts * 6  # over the size where processes are used
-    assert tok4.encode_batch(big, workers=2, allowed_special="all") == want * 6
+    assert tok4.encode_batch(big, num_threads=2, allowed_special="all") == want * 6
 
 
 def test_encode_rejects_bytes(tok4):

@@ -37,7 +37,7 @@ def test_surrogates_like_tiktoken(pair, text):
     ours, theirs = pair
     assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
     assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
-    assert ours.encode_batch([text, text], workers=1, disallowed_special=()) == \
+    assert ours.encode_batch([text, text], num_threads=1, disallowed_special=()) == \
         theirs.encode_batch([text, text], disallowed_special=())
 
 
@@ -88,8 +88,8 @@ def test_offsets_point_at_each_tokens_first_character(pair, text):
 def test_batches(pair):
     ours, theirs = pair
     texts = ["hello world", "<|endoftext|> is text here", "", "字 \ud835\udfce"]
-    assert ours.encode_ordinary_batch(texts, workers=1) == theirs.encode_ordinary_batch(texts)
-    batch = ours.encode_ordinary_batch(texts, workers=1)
+    assert ours.encode_ordinary_batch(texts, num_threads=1) == theirs.encode_ordinary_batch(texts)
+    batch = ours.encode_ordinary_batch(texts, num_threads=1)
     assert ours.decode_batch(batch) == theirs.decode_batch(batch)
     assert ours.decode_bytes_batch(batch) == theirs.decode_bytes_batch(batch)
 

@@ -207,7 +207,7 @@ def test_side_file_of_tiktoken_gives_pattern_and_specials(tok2, tmp_path):
     assert back.pattern == GPT2_PATTERN and back.special_tokens == tok2.special_tokens
     assert Tokenizer.from_tiktoken(p, pattern="gpt4", special_tokens={}).special_tokens == {}
     side.write_text('{"format": "bpe-tiktoken-side", "pat_str": 3}')
-    with pytest.raises(ValueError, match="t.tiktoken.json: fields 'pat_str'"):
+    with pytest.raises(ValueError, match=r"t.tiktoken.json: field 'pat_str' is 3 \(an int\), expected a string"):
         Tokenizer.from_tiktoken(p)
     side.unlink()
     assert Tokenizer.from_tiktoken(p).special_tokens == {}  # a plain .tiktoken file still loads

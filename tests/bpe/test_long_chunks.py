@@ -5,6 +5,8 @@ benchmarks/bench_bpe_long.py: tests assert values, never times.
 """
 import random
 
+import pytest
+
 from bpe import GPT4_PATTERN, Tokenizer
 
 from .reference import naive_train
@@ -24,8 +26,11 @@ def test_training_on_one_long_chunk_is_exact():
     assert tok.n_merges == 100 and tok.decode(tok.encode(text)) == text
 
 
-def test_encoding_one_long_chunk_round_trips():
-    tok = Tokenizer.train_from_iterator(["^^^^ ^^ ^^^^^^^^ aaaa aaa"] * 3, vocab_size=270, workers=1)
+def test_encoding_one_long_chunk_round_trips_and_equals_tiktoken():
+    tiktoken = pytest.importorskip("tiktoken")
+    tok = Tokenizer.train_from_iterator(["^^^^ ^^ ^^^^^^^^ aaaa aaa"] * 3, vocab_size=265, workers=1)
+    enc = tiktoken.Encoding("tiny", pat_str=tok.pattern, mergeable_ranks=tok.mergeable_ranks, special_tokens={})
     for text in ["^" * 200_000, "a" * 200_000, acgt(200_000)]:
         ids = tok.encode_ordinary(text)
         assert tok.decode(ids) == text
+        assert ids == enc.encode_ordinary(text)

@@ -1,0 +1,80 @@
+"""One writer at a time: an exclusive ``flock`` on a lock file, which names its holder.
+
+``FolderLock(folder, what)`` holds ``<folder>/.lock`` (or ``lock_file``, for an output that is
+replaced whole); a second process that would take it stops with FolderBusy, naming the pid and
+command of the one already there. The kernel drops a flock when its holder exits, however it
+exits (even SIGKILL): a lock left by a killed process is stale by construction and the next
+writer takes it over at once. ``bpe train`` holds one per output file (``write_set``); gpt's run,
+data and export folders use the same class.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+LOCK_FILE = ".lock"
+
+
+class FolderBusy(RuntimeError):
+    """Another process is writing this folder (or output file)."""
+
+
+class FolderLock:
+    """``with FolderLock(folder, "run folder"):`` ... writes no other process can interleave.
+
+    wait=False: a folder in use is refused at once (FolderBusy, naming the holder); wait=True:
+    block until the holder finishes (for a shared cache that the other process is filling).
+    Re-entrant within one process: an inner lock of a lock file this process holds is a no-op."""
+
+    _held: dict[str, int] = {}  # resolved lock file -> nesting depth, in this process
+
+    def __init__(self, folder: str | os.PathLike, what: str = "folder", wait: bool = False,
+                 lock_file: str | os.PathLike | None = None):
+        self.folder, self.what, self.wait = Path(folder), what, wait
+        # beside the folder (or file) instead, for an output that is replaced whole
+        self.lock_file = Path(lock_file) if lock_file is not None else self.folder / LOCK_FILE
+        self._fd: int | None = None
+        self._key: str | None = None
+
+    def acquire(self) -> "FolderLock":
+        import fcntl
+
+        self.lock_file.parent.mkdir(parents=True, exist_ok=True)
+        self._key = str(self.lock_file.resolve())
+        if self._key in FolderLock._held:
+            FolderLock._held[self._key] += 1
+            return self
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "another process"
+            if not self.wait:
+                os.close(fd)
+                raise FolderBusy(f"{self.what} {str(self.folder)!r} is in use by {holder}; wait for it "
+                                 "to finish or choose another folder") from None
+            print(f"waiting for {holder}, which is writing {self.what} {self.folder}", file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        command = " ".join(sys.argv)[:200]  # a file name that is not UTF-8 stays readable
+        os.pwrite(fd, f"process {os.getpid()} ({command})\n".encode("utf-8", "backslashreplace"), 0)
+        self._fd = fd
+        FolderLock._held[self._key] = 1
+        return self
+
+    def release(self) -> None:
+        if self._key is None or self._key not in FolderLock._held:
+            return
+        FolderLock._held[self._key] -= 1
+        if FolderLock._held[self._key] == 0:
+            del FolderLock._held[self._key]
+            if self._fd is not None:
+                os.close(self._fd)  # closing drops the flock; the file stays (removing it would race)
+        self._fd, self._key = None, None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
