@@ -1,7 +1,10 @@
 """`gpt export --run RUN --hf DIR | --gguf FILE`: a run's model for other tools.
 
 --hf writes a folder that transformers' AutoModelForCausalLM / AutoTokenizer load (and
-`gpt import` reads back); --gguf writes a GGUF v3 file for llama.cpp (gpt.pretrained.gguf).
+`gpt import` reads back); --gguf writes a GGUF v3 file for llama.cpp (gpt.pretrained.gguf). Either
+is written as a unit under a lock (gpt.pretrained.output): a second export to the same place is
+refused naming the first, a killed one leaves the old output or the new, and a folder then holds
+only the files this export wrote.
 """
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     args.device = "cpu"
     model, tokenizer, _ = load_run_model(args)
     if args.hf:
-        save_pretrained(model, args.hf, tokenizer=tokenizer, bf16=args.dtype == "bf16")
-        print(f"wrote {args.hf} (config.json, model.safetensors{', tokenizer.json' if tokenizer else ''})")
+        folder = save_pretrained(model, args.hf, tokenizer=tokenizer, bf16=args.dtype == "bf16")
+        written = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        print(f"wrote {args.hf} ({', '.join(written)})")
     else:
         save_gguf(model, args.gguf, tokenizer=tokenizer, dtype=args.dtype)
         print(f"wrote {args.gguf} (GGUF v3, {args.dtype})")

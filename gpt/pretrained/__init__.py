@@ -25,18 +25,27 @@ def is_hf_folder(path: str | os.PathLike) -> bool:
     """Whether `path` is a Hugging Face model folder (it holds config.json and no run checkpoint)."""
     from gpt.training.checkpoint import CHECKPOINT_NAMES
 
+    from gpt.pretrained.output import restore
+
     p = Path(path)
+    if not p.exists():
+        restore(p)  # a folder a killed export had renamed aside
     return p.is_dir() and (p / "config.json").is_file() and not any((p / n).is_file() for n in CHECKPOINT_NAMES)
 
 
-def build(cfg, state: dict, device: str = "cpu"):
-    """A GPT of `cfg` holding `state` (every weight), in eval mode, built without random draws."""
+def build(cfg, state: dict, device: str = "cpu", where: str = "the weights"):
+    """A GPT of `cfg` holding `state` (every weight), in eval mode, built without random draws;
+    UnsupportedModel (naming `where`) when a weight's shape is not the model's."""
     import nn
     from gpt.model.gpt import GPT
 
     with nn.init.skip_init():
         model = GPT(cfg)
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except (KeyError, ValueError) as exc:
+        problems = str(exc).replace(":\n  ", ": ").replace("\n  ", "; ")  # one line
+        raise UnsupportedModel(f"{where}: the weights do not fit config.json: {problems}") from None
     if device != "cpu":
         model.to(device)
     return model.eval()
@@ -51,7 +60,7 @@ def from_pretrained(path: str | os.PathLike, block_size: int | None = None, devi
     cfg, state = load(path, block_size)
     if dropout:
         cfg = cfg.replace(dropout=dropout)
-    return build(cfg, state, device)
+    return build(cfg, state, device, str(path))
 
 
 def save_pretrained(model, path: str | os.PathLike, tokenizer: Any = None, bf16: bool = False,
@@ -80,7 +89,7 @@ def load_init(path: str | os.PathLike, block_size: int | None = None):
         from gpt.pretrained.folder import load
 
         cfg, state = load(path, block_size)
-        return cfg, state, load_tokenizer(path)
+        return cfg, state, load_tokenizer(path, cfg.vocab_size)
     from gpt.training.checkpoint import load_model
 
     model, tokenizer, _ = load_model(path)

@@ -16,6 +16,7 @@ matrices as F16 and keeps vectors F32. The tokenizer metadata is gpt.pretrained.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from gpt.model.config import GPTConfig
 from gpt.pretrained import hf_weights
 from gpt.pretrained.families import Family, UnsupportedModel, export_family
 from gpt.pretrained.gguf_vocab import ARR, BOOL, F32, I32, STR, U32, tokenizer_metadata
+from gpt.pretrained.output import locked_file
 
 ALIGNMENT = 32
 GGML_TYPES = {"f32": (0, np.dtype("<f4")), "f16": (1, np.dtype("<f2"))}
@@ -121,17 +123,34 @@ def _layout(tensors: dict[str, np.ndarray], kv: list, dtype: str) -> tuple[bytes
     return head + b"\0" * (-len(head) % ALIGNMENT), blobs
 
 
+# llama.cpp looks these up by text in any vocabulary whose general.name says Phi-3, and refuses
+# the file when one is missing
+_PHI3_NAME = re.compile(r"phi-?3", re.IGNORECASE)
+_PHI3_TOKENS = ("</s>", "<unk>", "<s>", "<|endoftext|>")
+
+
+def model_name(stem: str, vocab: list[tuple[str, int, Any]]) -> str:
+    """general.name: the file's stem, less a "phi3" that would make llama.cpp ask for tokens the
+    vocabulary (tokenizer.ggml.* of `vocab`) does not have."""
+    tokens = next((v[1] for k, _, v in vocab if k == "tokenizer.ggml.tokens"), None)
+    if tokens is None or not _PHI3_NAME.search(stem) or set(_PHI3_TOKENS) <= set(tokens):
+        return stem
+    return _PHI3_NAME.sub("model", stem)
+
+
 def save(path: str | os.PathLike, cfg: GPTConfig, state: dict[str, Any], tokenizer=None, dtype: str = "f32",
          family: str | None = None) -> Path:
-    """Write a GGUF v3 file of `cfg` + `state` (+ the tokenizer), atomically; returns its path.
+    """Write a GGUF v3 file of `cfg` + `state` (+ the tokenizer), atomically and under a lock
+    beside it (gpt.pretrained.output.locked_file: an existing file that is not GGUF is refused);
+    returns its path.
     family: the family's layout to write (default: the first that computes the same)."""
     from bpe.files.atomic import atomic_write
 
     if dtype not in GGML_TYPES:
         raise ValueError(f"GGUF dtype must be one of {', '.join(GGML_TYPES)}, got {dtype!r}")
     f = gguf_family(cfg, family)
-    kv = gguf_metadata(cfg, f.gguf.arch, dtype, Path(path).stem)
-    kv += tokenizer_metadata(tokenizer, cfg.vocab_size, f.eot_id(tokenizer))
+    vocab = tokenizer_metadata(tokenizer, cfg.vocab_size, f.eot_id(tokenizer))
+    kv = gguf_metadata(cfg, f.gguf.arch, dtype, model_name(Path(path).stem, vocab)) + vocab
     head, blobs = _layout(gguf_tensors(cfg, state, f), kv, dtype)
 
     def write(tmp: str) -> None:
@@ -140,5 +159,6 @@ def save(path: str | os.PathLike, cfg: GPTConfig, state: dict[str, Any], tokeniz
             for blob in blobs:
                 out.write(blob)
 
-    atomic_write(Path(path), write)
-    return Path(path)
+    with locked_file(path, b"GGUF") as target:
+        atomic_write(target, write)
+    return target

@@ -73,8 +73,9 @@ def _char_vocab(tokenizer, vocab_size: int) -> tuple[list[str], list[int], list[
 def tokenizer_metadata(tokenizer, vocab_size: int, eot: int | None) -> list[tuple[str, int, Any]]:
     """tokenizer.ggml.* for `tokenizer` (a bpe Tokenizer, a CharTokenizer or None) in a model of
     `vocab_size` ids; eot: the end-of-text id (bos and eos), or None."""
-    if tokenizer is not None and tokenizer.vocab_size > vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} ids but the model only {vocab_size}")
+    from gpt.pretrained.folder import check_vocab
+
+    check_vocab(tokenizer, vocab_size, "save_gguf")
     if hasattr(tokenizer, "mergeable_ranks"):
         tokens, types, merges, pre = _bpe_vocab(tokenizer, vocab_size)
     elif hasattr(tokenizer, "chars"):

@@ -1,6 +1,7 @@
 """Hugging Face `config.json` <-> GPTConfig, through the family records of gpt.pretrained.families.
 
-Reading (`config_from_hf`): the family named by `architectures` (else `model_type`) maps every
+Reading (`config_from_hf`): every field read is first checked for its type (the family's schema,
+gpt.pretrained.families.fields); the family named by `architectures` (else `model_type`) maps every
 field that would change the computation, or checks it against the one value we implement;
 anything else (a `rope_scaling` kind, a sliding window shorter than the context, an activation
 we do not have) is refused with its name, never loaded as a silently different model. Fields
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 from gpt.model.config import GPTConfig
 from gpt.pretrained.families import FAMILIES, Family, UnsupportedModel, by_hf_class, by_model_type, export_family
+from gpt.pretrained.families.fields import COMMON, checked
 
 __all__ = ["architecture", "config_from_hf", "config_to_hf"]
 
 
 def architecture(hf: dict, where: str) -> Family:
-    """The one family named by config.json (its `architectures`, else its `model_type`)."""
-    archs = hf.get("architectures") or []
+    """The one family named by config.json (its `architectures`, else its `model_type`), once the
+    fields every family reads have their types."""
+    archs = checked(hf, COMMON, where).get("architectures") or []
     supported = ", ".join(f.hf_class for f in FAMILIES)
     if not archs:
         family = by_model_type(hf.get("model_type"))
@@ -38,7 +41,7 @@ def config_from_hf(hf: dict, where: str = "config.json", block_size: int | None 
     """The GPTConfig of a Hugging Face config.json dict. block_size: use a shorter context than
     the checkpoint's (a learned position table is cropped to it; a sliding window must cover it)."""
     family = architecture(hf, where)
-    cfg = family.read(hf, where)
+    cfg = family.read(checked(hf, family.schema, where), where)
     if block_size is not None:
         if not 0 < block_size <= cfg["block_size"]:
             raise ValueError(f"block_size={block_size} must be in 1..{cfg['block_size']} (the checkpoint's "

@@ -80,3 +80,18 @@ def test_a_named_family_that_cannot_write_the_config_says_why():
         export_family(fitting_config(named("llama")).replace(bias=True), "phi3")
     with pytest.raises(ValueError, match="unknown pretrained family 'bert'.*phi3"):
         named("bert")
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_each_typed_field_of_a_written_config_json_is_refused_by_name_when_retyped(family):
+    from gpt.pretrained.families.fields import COMMON, TEXT, TEXTS_OR_NULL, Nested
+
+    hf = config_to_hf(fitting_config(family), family=family.name)
+    schema = {**COMMON, **family.schema}
+    assert all(key in schema for key in family.keys.values())  # every size field has its type
+    for key, kind in schema.items():
+        if key not in hf or key == "architectures" or isinstance(kind, Nested):
+            continue
+        wrong = 5 if kind in (TEXT, TEXTS_OR_NULL) else "x"
+        with pytest.raises(UnsupportedModel, match=rf"c: field '{key}' is {wrong!r}, expected"):
+            config_from_hf({**hf, key: wrong}, "c")

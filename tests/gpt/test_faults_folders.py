@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpt.data import prepare, read_meta
-from gpt.files import FolderBusy, FolderLock
+from bpe.files.lock import FolderBusy, FolderLock
 from gpt.training.checkpoint import load_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.trainer import Trainer, TrainingDiverged, lr_at, train
@@ -39,7 +39,7 @@ def data_dir(tmp_path_factory):
 
 def _hold_lock(folder):
     """A separate process that holds `folder`'s lock until killed."""
-    code = f"import time; from gpt.files import FolderLock; FolderLock({str(folder)!r}).acquire(); " \
+    code = f"import time; from bpe.files.lock import FolderLock; FolderLock({str(folder)!r}).acquire(); " \
            "print('held', flush=True); time.sleep(60)"
     p = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     assert p.stdout.readline().strip() == "held"

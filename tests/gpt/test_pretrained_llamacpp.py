@@ -46,3 +46,17 @@ def test_the_comparison_finds_no_difference_in_a_faithful_runtime_and_reports_a_
     assert worst == 0.0 and same == 25 and first == ""
     worst, _, _ = script.compare(FakeLlama(model, tok, shift=0.5), model, tok, prompts, fuzz)
     assert worst > 1e-3
+
+
+def test_a_phi3_file_name_does_not_make_llama_cpp_ask_for_tokens_the_vocabulary_lacks(tmp_path):
+    # llama.cpp looks up "</s>", "<unk>", "<s>" and "<|endoftext|>" in any model whose general.name
+    # says Phi-3, and refuses to load the file when one is missing
+    import gguf
+
+    script.main(["--dry-run", "--fuzz", "1", "--families", "phi3", "--dir", str(tmp_path)])
+    (path,) = tmp_path.glob("*.gguf")
+    assert "phi3" in path.stem
+    field = gguf.GGUFReader(path).fields["general.name"]
+    name = bytes(field.parts[field.data[0]]).decode()
+    assert "phi3" not in name.lower() and "phi-3" not in name.lower()
+    assert name == path.stem.replace("phi3", "model")

@@ -6,8 +6,9 @@
     mistral   MistralForCausalLM   LLaMA's without biases                          GGUF llama
     phi3      Phi3ForCausalLM      LLaMA's without biases, qkv and gate_up fused   GGUF phi3
 
-Adding a family: a module here that builds its `Family`, listed in FAMILIES (plus whatever model
-features it needs in gpt.model). Exporting picks the first family in FAMILIES that computes the
+Adding a family: a module here that builds its `Family` (with the types of the config.json fields
+its reader reads, a schema of gpt.pretrained.families.fields), listed in FAMILIES (plus whatever
+model features it needs in gpt.model). Exporting picks the first family in FAMILIES that computes the
 config exactly, unless one is named.
 """
 from __future__ import annotations

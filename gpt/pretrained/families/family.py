@@ -61,9 +61,12 @@ class Family:
     shape: GPTConfig fields the family fixes (pos, norm, mlp, prenorm, ...); `fits(cfg)` then
     says why a config of that shape still cannot be written (None: it can). read(hf, where)
     returns GPTConfig's fields from config.json; write(cfg) the family's own config.json fields.
-    weights(cfg): our parameter name -> Recipe. canonical(tensors): the names a file may spell
-    otherwise, renamed to the ones `weights` uses. window_by_default: `sliding_window` applies
-    unless `use_sliding_window` is false (Mistral, Phi-3)."""
+    weights(cfg): our parameter name -> Recipe. schema: the types of the config.json fields
+    `read` looks at (gpt.pretrained.families.fields), checked before it runs; keys: the
+    config.json name of each GPTConfig size field (for errors that name the field).
+    canonical(tensors): the names a file may spell otherwise, renamed to the ones `weights`
+    uses. window_by_default: `sliding_window` applies unless `use_sliding_window` is false
+    (Mistral, Phi-3)."""
 
     name: str
     hf_class: str
@@ -74,6 +77,8 @@ class Family:
     write: Callable[[GPTConfig], dict]
     weights: Callable[[GPTConfig], dict[str, Recipe]]
     eot_names: tuple[str, ...]
+    schema: dict
+    keys: dict[str, str]
     gguf: GGUFLayout | None = None
     canonical: Callable[[dict], dict] | None = None
     window_by_default: bool = False

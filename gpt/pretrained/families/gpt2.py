@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from gpt.model.config import GPTConfig
 from gpt.pretrained.families.family import DECODER, Family, GGUFLayout, Recipe, need, only
+from gpt.pretrained.families.fields import FLAG, POSITIVE, POSITIVE_INT, POSITIVE_INT_OR_NULL, TEXT
 
 ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")  # all the tanh approximation
 SUBLAYERS = ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj")
+KEYS = dict(vocab_size="vocab_size", block_size="n_positions", n_layer="n_layer", n_head="n_head",
+            n_embd="n_embd", mlp_hidden="n_inner")
+SCHEMA = dict(n_embd=POSITIVE_INT, n_layer=POSITIVE_INT, n_head=POSITIVE_INT, n_positions=POSITIVE_INT,
+              n_inner=POSITIVE_INT_OR_NULL, layer_norm_epsilon=POSITIVE, activation_function=TEXT,
+              scale_attn_weights=FLAG, scale_attn_by_inverse_layer_idx=FLAG, add_cross_attention=FLAG)
 
 
 def read(hf: dict, where: str) -> dict:
@@ -27,11 +33,10 @@ def read(hf: dict, where: str) -> dict:
     only(hf, "scale_attn_weights", (True,), where, "scores are always scaled by 1/sqrt(head_dim)")
     only(hf, "scale_attn_by_inverse_layer_idx", (False,), where, "no per-layer score scaling")
     only(hf, "add_cross_attention", (False,), where, "a decoder-only model")
-    C = need(hf, "n_embd", where)
+    sizes = {ours: need(hf, key, where) for ours, key in KEYS.items() if ours != "mlp_hidden"}
+    C = sizes["n_embd"]
     return dict(
-        vocab_size=need(hf, "vocab_size", where), block_size=need(hf, "n_positions", where),
-        n_layer=need(hf, "n_layer", where), n_head=need(hf, "n_head", where), n_embd=C,
-        mlp_hidden=None if hf.get("n_inner") in (None, 4 * C) else hf["n_inner"], bias=True,
+        sizes, mlp_hidden=None if hf.get("n_inner") in (None, 4 * C) else hf["n_inner"], bias=True,
         tie_weights=bool(hf.get("tie_word_embeddings", True)), pos="learned", norm="layernorm", mlp="gelu",
         norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
     )
@@ -70,7 +75,7 @@ GPT2 = Family(
     name="gpt2", hf_class="GPT2LMHeadModel", model_type="gpt2",
     shape=dict(DECODER, pos="learned", norm="layernorm", mlp="gelu"),
     fits=fits, read=read, write=write, weights=weights, canonical=canonical,
-    eot_names=("<|endoftext|>",),
+    eot_names=("<|endoftext|>",), schema=SCHEMA, keys=KEYS,
     gguf=GGUFLayout(
         arch="gpt2", layer_prefix="transformer.h.", conv1d_blocks=True,
         blocks={"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",

@@ -35,16 +35,27 @@ from typing import Callable
 
 from gpt.model.config import GPTConfig
 from gpt.pretrained.families.family import DECODER, Family, GGUFLayout, Recipe, UnsupportedModel, need, only
+from gpt.pretrained.families.fields import (FLAG, NUMBER, POSITIVE, POSITIVE_INT, POSITIVE_INT_OR_NULL, TEXT,
+                                            TEXT_OR_NULL, Nested)
 
 SHAPE = dict(DECODER, pos="rope", norm="rmsnorm", mlp="swiglu")
 SPLIT_QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 SPLIT_GATE_UP = ("mlp.gate_proj", "mlp.up_proj")
+KEYS = dict(vocab_size="vocab_size", block_size="max_position_embeddings", n_layer="num_hidden_layers",
+            n_head="num_attention_heads", n_embd="hidden_size", n_kv_head="num_key_value_heads",
+            mlp_hidden="intermediate_size")
+_ROPE = dict(rope_type=TEXT_OR_NULL, type=TEXT_OR_NULL, rope_theta=POSITIVE, partial_rotary_factor=NUMBER)
+SCHEMA = dict(hidden_size=POSITIVE_INT, num_hidden_layers=POSITIVE_INT, num_attention_heads=POSITIVE_INT,
+              num_key_value_heads=POSITIVE_INT_OR_NULL, intermediate_size=POSITIVE_INT,
+              max_position_embeddings=POSITIVE_INT, head_dim=POSITIVE_INT_OR_NULL, rms_norm_eps=POSITIVE,
+              rope_theta=POSITIVE, partial_rotary_factor=NUMBER, hidden_act=TEXT, attention_bias=FLAG,
+              mlp_bias=FLAG, rope_scaling=Nested(_ROPE), rope_parameters=Nested(_ROPE))
 
 
 def _refuse_rope_variants(hf: dict, where: str) -> None:
     for key in ("rope_scaling", "rope_parameters"):  # transformers 5 writes rope_parameters
         scaling = hf.get(key) or {}
-        kind = scaling.get("rope_type", scaling.get("type", "default")) if isinstance(scaling, dict) else scaling
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
         if kind != "default":
             raise UnsupportedModel(f"{where}: field {key!r} is of kind {kind!r}, which is not implemented "
                                    "(only plain RoPE: rope_scaling null or rope_type 'default')")
@@ -59,7 +70,8 @@ def reader(biases: str) -> Callable[[dict, str], dict]:
     def read(hf: dict, where: str) -> dict:
         _refuse_rope_variants(hf, where)
         only(hf, "hidden_act", ("silu",), where, "the SwiGLU gate is SiLU")
-        C, H = need(hf, "hidden_size", where), need(hf, "num_attention_heads", where)
+        sizes = {ours: need(hf, key, where) for ours, key in KEYS.items() if ours != "n_kv_head"}
+        C, H = sizes["n_embd"], sizes["n_head"]
         if hf.get("head_dim") not in (None, C // H):
             raise UnsupportedModel(f"{where}: field 'head_dim' is {hf['head_dim']}, not hidden_size / "
                                    f"num_attention_heads = {C // H}; a separate head size is not implemented")
@@ -73,10 +85,7 @@ def reader(biases: str) -> Callable[[dict, str], dict]:
         rope_base = hf.get("rope_theta", (hf.get("rope_parameters") or {}).get("rope_theta", 10000.0))
         n_kv = hf.get("num_key_value_heads") or H
         return dict(
-            vocab_size=need(hf, "vocab_size", where), block_size=need(hf, "max_position_embeddings", where),
-            n_layer=need(hf, "num_hidden_layers", where), n_head=H, n_embd=C,
-            n_kv_head=None if n_kv == H else n_kv, mlp_hidden=need(hf, "intermediate_size", where),
-            bias=bias, qkv_bias=True if biases == "qkv" else None,
+            sizes, n_kv_head=None if n_kv == H else n_kv, bias=bias, qkv_bias=True if biases == "qkv" else None,
             tie_weights=bool(hf.get("tie_word_embeddings", False)), pos="rope", norm="rmsnorm", mlp="swiglu",
             norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=float(rope_base),
         )
@@ -141,7 +150,7 @@ LLAMA = Family(
     name="llama", hf_class="LlamaForCausalLM", model_type="llama", shape=SHAPE,
     fits=lambda cfg: None if cfg.has_qkv_bias == cfg.bias else "qkv_bias=False with bias=True",
     read=reader("llama"), write=lambda cfg: dict(common_fields(cfg), attention_bias=cfg.bias, mlp_bias=cfg.bias),
-    weights=recipes, eot_names=("<|end_of_text|>", "</s>", "<|endoftext|>"),
+    weights=recipes, eot_names=("<|end_of_text|>", "</s>", "<|endoftext|>"), schema=SCHEMA, keys=KEYS,
     gguf=gguf_layout("llama", rope_rows=("self_attn.q_proj", "self_attn.k_proj"), biases=False),
 )
 
@@ -151,12 +160,13 @@ QWEN2 = Family(
     read=reader("qkv"),
     write=lambda cfg: dict(common_fields(cfg), use_sliding_window=False, sliding_window=None,
                            max_window_layers=cfg.n_layer),
-    weights=recipes, eot_names=("<|endoftext|>", "<|im_end|>"), gguf=gguf_layout("qwen2"),
+    weights=recipes, eot_names=("<|endoftext|>", "<|im_end|>"), schema=SCHEMA, keys=KEYS,
+    gguf=gguf_layout("qwen2"),
 )
 
 MISTRAL = Family(
     name="mistral", hf_class="MistralForCausalLM", model_type="mistral", shape=SHAPE, fits=no_biases,
     read=reader("none"), write=lambda cfg: dict(common_fields(cfg), sliding_window=None),
-    weights=recipes, eot_names=("</s>", "<|endoftext|>"), window_by_default=True,
+    weights=recipes, eot_names=("</s>", "<|endoftext|>"), schema=SCHEMA, keys=KEYS, window_by_default=True,
     gguf=LLAMA.gguf,  # llama.cpp runs Mistral as `llama`
 )

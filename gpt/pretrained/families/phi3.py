@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gpt.model.config import GPTConfig
 from gpt.pretrained.families.family import Family
-from gpt.pretrained.families.llama import SHAPE, no_biases, common_fields, gguf_layout, reader, recipes
+from gpt.pretrained.families.llama import KEYS, SCHEMA, SHAPE, no_biases, common_fields, gguf_layout, reader, recipes
 
 
 def write(cfg: GPTConfig) -> dict:
@@ -28,6 +28,6 @@ PHI3 = Family(
     name="phi3", hf_class="Phi3ForCausalLM", model_type="phi3", shape=SHAPE, fits=no_biases,
     read=reader("none"), write=write,
     weights=lambda cfg: recipes(cfg, qkv=("self_attn.qkv_proj",), gate_up=("mlp.gate_up_proj",)),
-    eot_names=("<|endoftext|>", "<|end|>"), window_by_default=True,
+    eot_names=("<|endoftext|>", "<|end|>"), schema=SCHEMA, keys=KEYS, window_by_default=True,
     gguf=gguf_layout("phi3", fused=True, biases=False),
 )
