@@ -13,6 +13,7 @@ import numpy as np
 import autograd
 from autograd.backend import device_of, module_for_device, parse_device, to_device, to_device_of
 from autograd.grad_mode import is_grad_enabled
+from autograd.ops import attention as attention_ops
 from autograd.ops import self_attention
 from autograd.ops.norm import RMS_NORM_EPS
 from autograd.tensor import Tensor
@@ -111,7 +112,13 @@ class MultiHeadAttention(Module):
     the output (training only). qk_norm: q and k are RMS-normalised per head before RoPE and the
     scores (q_norm, k_norm: RMSNorm(hs) with a learned gain each, as in modded-nanoGPT and OLMo 2),
     which bounds the logits of the softmax whatever the scale of the projections.
+
+    `hook`: None, or a function (name, Tensor) -> Tensor through which forward passes the points
+    of HOOKS, spelling the attention out (gpt/inspect/hooks.py lists them with their shapes).
     """
+
+    HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
+    hook = None
 
     def __init__(self, n_embd: int, n_head: int, bias: bool = True, dropout: float = 0.0,
                  causal: bool = True, rope: Module | None = None, qk_norm: bool = False,
@@ -154,7 +161,7 @@ class MultiHeadAttention(Module):
         elif kv_cache is not None and pos_offset != cached:
             raise ValueError(f"MultiHeadAttention: pos_offset={pos_offset} but the KV cache holds {cached} positions")
 
-        if kv_cache is None and self._fused(x, attn_mask):   # one op, by groups of batch entries
+        if kv_cache is None and self.hook is None and self._fused(x, attn_mask):  # one op, by batch groups
             c, o = self.c_attn, self.c_proj
             y = self_attention.causal_self_attention(x, c.weight, c.bias, o.weight, o.bias, H)
             return self.resid_dropout(y)
@@ -169,14 +176,38 @@ class MultiHeadAttention(Module):
             k = self.rope.rotate(k, offset=pos_offset)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)                        # (B, Hkv, cached + T, hs) views
-        if Hkv != H:  # each group of H / Hkv query heads reads one key/value head
-            k, v = self._repeat_kv(k), self._repeat_kv(v)       # (B, H, L, hs)
-
         p = self.attn_dropout if self.training else 0.0
-        y = autograd.scaled_dot_product_attention(q, k, v, causal=self.causal, attn_mask=attn_mask,
-                                                  dropout_p=p)  # (B, H, T, hs)
+        if self.hook is not None:
+            y = self._hooked_attention(q, k, v, attn_mask, p)   # (B, H, T, hs)
+        else:
+            if Hkv != H:  # each group of H / Hkv query heads reads one key/value head
+                k, v = self._repeat_kv(k), self._repeat_kv(v)   # (B, H, L, hs)
+            y = autograd.scaled_dot_product_attention(q, k, v, causal=self.causal, attn_mask=attn_mask,
+                                                      dropout_p=p)  # (B, H, T, hs)
         y = y.transpose(1, 2).reshape(B, T, C)                  # (B, T, C), heads side by side
         return self.resid_dropout(self.c_proj(y))
+
+    def _hooked_attention(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Any, dropout_p: float) -> Tensor:
+        """scaled_dot_product_attention spelled out so that `hook` sees (and may replace) every
+        step: q (B, H, T, hs), k, v (B, Hkv, L, hs) (after qk_norm and RoPE, every key the queries
+        see), the scaled scores and the pattern (B, H, T, L) (masked scores are -inf, masked
+        weights 0), and z = pattern @ v (B, H, T, hs), each head's output before c_proj."""
+        hook = self.hook
+        q, k, v = hook("hook_q", q), hook("hook_k", k), hook("hook_v", v)
+        if self.n_kv_head != self.n_head:
+            k, v = self._repeat_kv(k), self._repeat_kv(v)       # (B, H, L, hs)
+        T, L = q.shape[-2], k.shape[-2]
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / np.sqrt(self.head_dim))   # (B, H, T, L)
+        allowed = None if attn_mask is None else attn_mask.data if isinstance(attn_mask, Tensor) else attn_mask
+        if self.causal:
+            causal = attention_ops.causal_mask(T, L, q.xp)
+            allowed = causal if allowed is None else causal & allowed
+        if allowed is not None:
+            scores = autograd.masked_fill(scores, ~to_device_of(allowed, q.data), float("-inf"))
+        pattern = hook("hook_pattern", autograd.softmax(hook("hook_attn_scores", scores), axis=-1))
+        if dropout_p:
+            pattern = autograd.dropout(pattern, dropout_p)
+        return hook("hook_z", pattern @ v)                      # (B, H, T, hs)
 
     def step(self, x: Any, kv_cache: KVCache, pos: int) -> Any:
         """One new position per row on raw arrays in eval mode (no graph; see nn/arrays.py):

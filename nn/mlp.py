@@ -12,7 +12,14 @@ from nn.module import Module
 
 
 class MLP(Module):
-    """x (..., n_embd) -> c_fc -> activation -> c_proj -> dropout -> (..., n_embd); hidden defaults to 4 * n_embd."""
+    """x (..., n_embd) -> c_fc -> activation -> c_proj -> dropout -> (..., n_embd); hidden defaults to 4 * n_embd.
+
+    `hook`: None, or a function (name, Tensor) -> Tensor through which forward passes the points
+    of HOOKS (gpt/inspect/hooks.py lists them with their shapes).
+    """
+
+    HOOKS = ("hook_pre", "hook_post")
+    hook = None
 
     def __init__(self, n_embd: int, hidden: int | None = None, activation: str | Module = "gelu",
                  bias: bool = True, dropout: float = 0.0):
@@ -24,6 +31,9 @@ class MLP(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.hook is not None:
+            h = self.hook("hook_post", self.act(self.hook("hook_pre", self.c_fc(x))))
+            return self.dropout(self.c_proj(h))
         if self._fused(x):   # the three layers in one op, by blocks of rows (autograd/ops/mlp.py)
             fc, proj = self.c_fc, self.c_proj
             return self.dropout(mlp_op.gelu_mlp(x, fc.weight, fc.bias, proj.weight, proj.bias))
@@ -56,7 +66,11 @@ class SwiGLU(Module):
 
     c_fc fuses the gate and up projections (n_embd -> 2 * hidden; first half gate, second up)
     so one matmul does both; c_proj maps hidden -> n_embd. hidden defaults to LLaMA's width.
+    `hook`: as MLP's.
     """
+
+    HOOKS = ("hook_pre", "hook_pre_linear", "hook_post")
+    hook = None
 
     def __init__(self, n_embd: int, hidden: int | None = None, bias: bool = False, dropout: float = 0.0):
         super().__init__()
@@ -68,6 +82,9 @@ class SwiGLU(Module):
     def forward(self, x: Tensor) -> Tensor:
         h = self.c_fc(x)                      # (..., 2 * hidden)
         gate, up = autograd.chunk(h, 2, axis=-1)  # 2 x (..., hidden)
+        if self.hook is not None:
+            gate, up = self.hook("hook_pre", gate), self.hook("hook_pre_linear", up)
+            return self.dropout(self.c_proj(self.hook("hook_post", autograd.silu(gate) * up)))
         return self.dropout(self.c_proj(autograd.silu(gate) * up))
 
     def step(self, x):

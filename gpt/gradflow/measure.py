@@ -141,10 +141,10 @@ def sublayer_gradients(block, record: dict, catcher: GradientCatcher) -> list[di
     """
     g_in, g_mid, g_out = catcher.grad(record["input"]), catcher.grad(record["mid"]), catcher.grad(record["output"])
     out = []
-    for name, s, f, g_s, g_o, norm in (
-        ("attn", record["input"], record["attn_out"], g_in, g_mid, block.ln_1),
-        ("mlp", record["mid"], record["mlp_out"], g_mid, g_out, block.ln_2),
-    ):
+    sublayers = [("attn", record["input"], record["attn_out"], g_in, g_mid, block.ln_1)]
+    if block.mlp is not None:  # an attention-only block (mlp="none") has one sublayer
+        sublayers.append(("mlp", record["mid"], record["mlp_out"], g_mid, g_out, block.ln_2))
+    for name, s, f, g_s, g_o, norm in sublayers:
         if not block.residual:
             g_u = None
         elif block.prenorm:  # u is the recorded output of the sublayer itself

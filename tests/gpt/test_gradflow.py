@@ -234,7 +234,8 @@ def test_measure_reports_consistent_numbers():
 
 
 @pytest.mark.parametrize("fields", [dict(pos="rope"), dict(pos="sinusoidal", mlp="swiglu"),
-                                    dict(mlp="moe", prenorm=False), dict(norm="rmsnorm", bias=False, tie_weights=False)],
+                                    dict(mlp="moe", prenorm=False), dict(norm="rmsnorm", bias=False, tie_weights=False),
+                                    dict(mlp="none")],
                          ids=str)
 def test_measure_and_block_spectra_run_on_every_kind_of_gpt(fields):
     model = _tiny_gpt(n_layer=2, **fields)
