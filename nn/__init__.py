@@ -19,4 +19,5 @@ from nn.transformer import (  # noqa: F401
     Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer, TransformerDecoderLayer,
 )
 from nn.cross_attention import CrossAttention  # noqa: F401
+from nn.patch import PatchEmbedding  # noqa: F401
 from nn import init, optim, checkpoint  # noqa: F401

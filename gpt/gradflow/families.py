@@ -4,6 +4,8 @@
               default, ReLU, sinusoids, shared embeddings tied to the output) on the generated
               number-translation batches; depth L = L encoder + L decoder layers
     encoder   the encoder-only model (EncoderOnly) on masked-token batches; L encoder layers
+    vit       the Vision Transformer (gpt.vision.model.ViT: patch 2, GELU) on the procedural 8x8
+              digits (gpt.vision.data.synthetic), its classification loss; L encoder layers
 
 A variant here sets only where the norm sits (norm_first = pre); nn.Transformer's layers always
 add their residuals and use LayerNorm with one key/value head per query head, so other words
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FAMILIES = ("gpt", "seq2seq", "encoder")
+FAMILIES = ("gpt", "seq2seq", "encoder", "vit")
 STACK_FAMILIES = FAMILIES[1:]
 
 
@@ -41,6 +43,13 @@ def build(family: str, spec, variant, depth: int, seed: int):
     from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig
 
     check_variant(family, variant)
+    if family == "vit":
+        from gpt.vision.model import ViT, ViTConfig
+
+        autograd.manual_seed(seed)
+        model = ViT(ViTConfig(patch_size=2, d_model=spec.n_embd, nhead=spec.n_head, num_layers=depth,
+                              dim_feedforward=4 * spec.n_embd, norm_first=variant.prenorm))
+        return model.to(spec.device) if spec.device != "cpu" else model
     cfg = Seq2SeqConfig(vocab_size=len(D.VOCAB), d_model=spec.n_embd, nhead=spec.n_head,
                         num_encoder_layers=depth, num_decoder_layers=depth, dim_feedforward=4 * spec.n_embd,
                         dropout=0.0, activation="relu", norm_first=variant.prenorm, pad_id=D.PAD)
@@ -56,6 +65,9 @@ def measure_forward(family: str, batch_size: int, seed: int):
     from gpt.seq2seq import data as D
 
     rng = np.random.default_rng(seed)
+    if family == "vit":
+        x, y = _image_batch(rng, batch_size)
+        return lambda model: model(x, y)[1]
     if family == "seq2seq":
         b = D.translation_batch(rng, batch_size)
         return lambda model: model(b.src, b.tgt_in, b.targets)[1]
@@ -68,6 +80,8 @@ def training_loss(family: str, batch_size: int):
     from gpt.seq2seq import data as D
 
     def loss_of(model, rng):
+        if family == "vit":
+            return model(*_image_batch(rng, batch_size))[1]
         if family == "seq2seq":
             b = D.translation_batch(rng, batch_size)
             return model(b.src, b.tgt_in, b.targets)[1]
@@ -83,6 +97,9 @@ def jacobian_forward(family: str, tokens: int, seed: int):
     from gpt.seq2seq import data as D
 
     rng = np.random.default_rng(seed)
+    if family == "vit":  # the class token and the first tokens - 1 patches of one image
+        x, _ = _image_batch(rng, 1)
+        return lambda model: model.encoder(_first_tokens(model.embed(x), tokens))
     for _ in range(100):
         if family == "seq2seq":
             b = D.translation_batch(rng, 16)
@@ -98,3 +115,19 @@ def jacobian_forward(family: str, tokens: int, seed: int):
                 row = ids[int(ok[0]):int(ok[0]) + 1, :tokens]
                 return lambda model: model(row)
     raise ValueError(f"no {family} example has {tokens} tokens; use fewer --jacobian-tokens")
+
+
+def _image_batch(rng, batch_size: int):
+    """(images (B, 1, 8, 8), labels (B,)) drawn by `rng` from the procedural digits' train split."""
+    from gpt.vision.data import synthetic
+
+    images = synthetic(seed=0)
+    idx = rng.integers(0, len(images.train_y), batch_size)
+    return images.train_x[idx], images.train_y[idx]
+
+
+def _first_tokens(x, tokens: int):
+    """x (B, L, C) cut to its first `tokens` positions, refused when it has fewer."""
+    if tokens > x.shape[1]:
+        raise ValueError(f"a vit example has {x.shape[1]} tokens (class token + patches); use fewer --jacobian-tokens")
+    return x[:, :tokens]
