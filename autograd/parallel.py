@@ -16,7 +16,7 @@ workers, which take it between the chunks of later ops (autograd/pool.py).
 `set_threads(n)` sets both the pool's size and OpenBLAS's threads (the BLAS NumPy loaded, found
 through /proc/self/maps and set the way threadpoolctl does; elsewhere only the pool changes).
 The default is 1 (no pool) until someone calls it: `gpt train` chooses by itself from the
-cores it finds free (gpt/training/threads.py).
+cores it finds free (autograd/threads.py), and so does every `gpt` command that runs a model.
 """
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
-"""How many CPU threads a run uses: the cores this process may run on, less those other
-processes keep busy when it starts (measured over a fraction of a second), or the user's choice.
+"""How many CPU threads a command computes on: the cores this process may run on, less those
+other processes keep busy when it starts (measured over a fraction of a second), or the user's
+choice. Every `gpt` command that runs a model (train, sample, eval, gradflow, translate) chooses
+here, through `apply_threads`, and so may a library default.
 
-A training step on the CPU splits its work, matrix products included, across the threads of
+A step on the CPU splits its work, matrix products included, across the threads of
 autograd.parallel. On a machine where another job holds a core, a thread that shares that core
 is preempted for milliseconds at a time, and every op waits for the block it holds, so a thread
-on a busy core slows the whole step down. So a run counts only the cores it finds free.
+on a busy core slows the whole step down. So a command counts only the cores it finds free, and
+OpenBLAS keeps one thread (its even split stalls on a busy core; the pool splits instead).
 
-Override: GPT_THREADS=N (pool and BLAS threads of `gpt train`); OPENBLAS_NUM_THREADS or
-OMP_NUM_THREADS, when set and GPT_THREADS is not, are honoured as the thread count too. Ranks of
-a data-parallel run share the free cores.
+Override: GPT_THREADS=N; OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set and GPT_THREADS is
+not, are honoured as the thread count too. Ranks of a data-parallel run share the free cores.
+bpe computes without BLAS, in worker processes that take work as they come free: its `--workers`
+(default: the cores it may run on, bpe.workers) is its thread count.
 """
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ float16 for the forward and backward, and turns the float16 gradients into float
 gradients, which the optimizer updates; the new masters are then cast back into the model.
 Checkpoints store the float32 masters, so they load into a float32 model on the CPU.
 
-bfloat16 is not offered: NumPy has no bfloat16 dtype and CuPy has none of its own (CuPy 14 can
-hold bfloat16 arrays only through the optional third-party ml_dtypes package, which is not a
-dependency here). The CPU path stays float32 (`gpt train --precision` accepts fp16/tf32 only
+bfloat16 compute is not offered: NumPy has no bfloat16 dtype and CuPy has none of its own (CuPy
+14 can hold bfloat16 arrays only through the optional third-party ml_dtypes package, which is
+not a dependency here), so the ops cannot take one; bfloat16 storage is uint16 bit patterns
+(nn.bfloat16, converted on the device by autograd/cuda/amp.py, whose unscale kernel also takes
+bfloat16 gradients). The CPU path stays float32 (`gpt train --precision` accepts fp16/tf32 only
 with a CUDA device).
 """
 from __future__ import annotations

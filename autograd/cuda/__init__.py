@@ -3,7 +3,8 @@
 Each op with a kernel names its hooks with the `kernel_op` class decorator, imported from the
 kernel module of the same name: autograd/ops/norm.py declares
 `@kernel_op(kernels.norm_forward, kernels.norm_backward)` after `from autograd.cuda import norm
-as kernels`. nn.optim.AdamW and nn.amp call their modules directly. A kernel runs only when its
+as kernels`. nn.optim.AdamW and nn.amp call their modules directly, and so do the fused
+sublayers' GPU forms (autograd/ops/mlp.py, self_attention.py, prenorm.py). A kernel runs only when its
 input is a CuPy array (`use(array)`); the kernel modules themselves need only NumPy (CuPy is
 imported when a kernel is first compiled). Each kernel's reference is the NumPy/CuPy code of
 the op itself: turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs
@@ -17,7 +18,7 @@ Modules, each beside the one it serves:
     attention   a tiled FlashAttention-style forward and backward, and the matmul-softmax-matmul
                 path with fused masking (autograd/ops/attention.py)
     adamw       the AdamW update (nn/optim/adamw.py)
-    amp         loss-scale unscaling (nn/amp.py)
+    amp         loss-scale unscaling, bfloat16 <-> float32 (nn/amp.py, nn/bfloat16.py)
     precision   the TF32 switch;  transfer  pinned, asynchronous host-to-GPU copies
     _compile    per-dtype sources, compilation and its cache, launch helpers
 Kernels compile lazily on first use, once per dtype, and are cached for the process.

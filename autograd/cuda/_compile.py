@@ -1,12 +1,14 @@
 """Building the fused CUDA kernels: per-dtype sources, lazy compilation, a cache, launch helpers.
 
 Every kernel source is written once against three type names and compiled per dtype:
-    T   the storage type of the arrays (float, double, or the 16 bits of a half),
-    A   the accumulation type (float for float16 and float32, double for float64),
-    LD(p, i) / ST(p, i, v)   load p[i] as A / store A v into p[i] (converting for half).
-Half values are handled as raw 16-bit integers and converted with the PTX cvt instruction, so
-no CUDA header is needed: the same source compiles with NVRTC at run time (CuPy's RawModule)
-and offline without a GPU (`compile_all` below, used by tests/autograd/test_cuda_kernels.py).
+    T   the storage type of the arrays (float, double, or the 16 bits of a half or a bfloat16),
+    A   the accumulation type (float for float16, bfloat16 and float32, double for float64),
+    LD(p, i) / ST(p, i, v)   load p[i] as A / store A v into p[i] (converting for 16 bits).
+Half values are handled as raw 16-bit integers and converted with the PTX cvt instruction;
+bfloat16 values (uint16 arrays, as nn.bfloat16 holds them: NumPy and CuPy have no bfloat16
+dtype) with the bit operations of bf2f / f2bf below. So no CUDA header is needed: the same
+source compiles with NVRTC at run time (CuPy's RawModule) and offline without a GPU
+(`compile_all` below, used by tests/autograd/test_cuda_kernels.py).
 
 CuPy is imported only when a kernel is first needed, through autograd.backend.
 """
@@ -28,6 +30,13 @@ __device__ __forceinline__ unsigned short f2h(float f) {
 }
 #define LD(p, i) h2f((p)[i])
 #define ST(p, i, v) ((p)[i] = f2h((float)(v)))
+"""
+
+_PRELUDE_BFLOAT16 = r"""
+typedef unsigned short T;
+typedef float A;
+#define LD(p, i) bf2f((p)[i])
+#define ST(p, i, v) ((p)[i] = f2bf((float)(v)))
 """
 
 _PRELUDE_FLOAT = r"""
@@ -55,6 +64,15 @@ __device__ __forceinline__ double sqrt_a(double x) { return sqrt(x); }
 __device__ __forceinline__ float tanh_a(float x) { return tanhf(x); }
 __device__ __forceinline__ double tanh_a(double x) { return tanh(x); }
 __device__ __forceinline__ A max_a(A a, A b) { return a > b ? a : b; }
+
+// bfloat16 <-> float32 as nn.bfloat16 does on the host: widening is exact (the top 16 bits);
+// narrowing rounds to nearest, ties to even; a NaN stays a quiet NaN (its mantissa could carry)
+__device__ __forceinline__ float bf2f(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+__device__ __forceinline__ unsigned short f2bf(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x0040u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 
 // Elementwise kernels: each thread takes elements i, i + the grid's size, ... below n.
 #define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -90,19 +108,25 @@ __device__ A block_max(A v, A* shared) {
 }
 """
 
-_PRELUDES = {"float16": _PRELUDE_HALF, "float32": _PRELUDE_FLOAT, "float64": _PRELUDE_DOUBLE}
-SUPPORTED = tuple(_PRELUDES)
+_PRELUDES = {"float16": _PRELUDE_HALF, "float32": _PRELUDE_FLOAT, "float64": _PRELUDE_DOUBLE,
+             "bfloat16": _PRELUDE_BFLOAT16}
+SUPPORTED = ("float16", "float32", "float64")   # the ops' dtypes: each kernel source's default
+WITH_BFLOAT16 = SUPPORTED + ("bfloat16",)        # sources that also take bfloat16 storage (amp's)
 
 
 def full_source(body: str, dtype: str, defines: tuple = ()) -> str:
-    """The complete CUDA source of `body` for storage dtype `dtype` (a name in SUPPORTED)."""
+    """The complete CUDA source of `body` for storage dtype `dtype` (a name in WITH_BFLOAT16)."""
     lines = [f"#define {k} {v}" for k, v in defines]
     return "\n".join(lines) + _PRELUDES[dtype] + _COMMON + body
 
 
-def dtype_name(array: Any) -> str:
+def dtype_name(array: Any, bfloat16: bool = False) -> str:
+    """The prelude of an array's dtype: float16/32/64 by name; with bfloat16=True (a caller that
+    holds bfloat16 bit patterns) uint16 as "bfloat16", so an integer array never passes as one."""
     name = np.dtype(array.dtype).name
-    if name not in _PRELUDES:
+    if bfloat16 and name == "uint16":
+        return "bfloat16"
+    if name not in SUPPORTED:
         raise TypeError(f"fused CUDA kernels take float16, float32 or float64 arrays, got {name}")
     return name
 

@@ -1,6 +1,7 @@
 """The AdamW update on the GPU, in place (reference: _moments and _adamw_arrays in nn/optim/adamw.py):
     p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+bit for bit the NumPy update for float32 and float64 (the same roundings in the same order);
 one launch for a whole parameter group (multi-tensor: a table of the tensors' addresses and of
 chunks of CHUNK elements, each block of threads taking chunks), or one per parameter.
 """
@@ -14,23 +15,35 @@ from autograd.backend import acc_dtype, xp_of
 from autograd.cuda._compile import dtype_name, get_kernel, grid_1d, register
 
 _BODY = register("adamw", r"""
-__device__ __forceinline__ void adamw_element(T* p, const T* g, T* m, T* v, long long i, A b1, A b2, A eps,
-                                              A decay, A step_size, A inv_sqrt_bc2) {
+// mul_rn/add_rn: no a*b+c contracted into one FMA (NVRTC's default), so each product and sum is
+// rounded as in the NumPy update, whose order of operations this follows: the same bits
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+struct AdamWScalars { A b1, one_minus_b1, b2, one_minus_b2, eps, decay, neg_step_size, inv_sqrt_bc2; };
+
+__device__ __forceinline__ void adamw_element(T* p, const T* g, T* m, T* v, long long i,
+                                              const AdamWScalars& s) {
     A gi = LD(g, i);
-    A mi = b1 * LD(m, i) + ((A)1 - b1) * gi;
-    A vi = b2 * LD(v, i) + ((A)1 - b2) * gi * gi;
-    A pi = LD(p, i) * decay;
-    pi -= step_size * mi / (sqrt_a(vi) * inv_sqrt_bc2 + eps);
+    A mi = add_rn(mul_rn(LD(m, i), s.b1), mul_rn(gi, s.one_minus_b1));
+    A vi = add_rn(mul_rn(LD(v, i), s.b2), mul_rn(mul_rn(gi, gi), s.one_minus_b2));
+    A step = mul_rn(mi / add_rn(mul_rn(sqrt_a(vi), s.inv_sqrt_bc2), s.eps), s.neg_step_size);
     ST(m, i, mi);
     ST(v, i, vi);
-    ST(p, i, pi);
+    ST(p, i, add_rn(mul_rn(LD(p, i), s.decay), step));
 }
 
+// (the scalars are spelled out in each signature: tests/autograd/cuda_emulator.py reads them)
+#define ADAMW_PACK {b1, one_minus_b1, b2, one_minus_b2, eps, decay, neg_step_size, inv_sqrt_bc2}
+
 extern "C" __global__ void adamw_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
-                                      T* __restrict__ v, long long n, A b1, A b2, A eps, A decay,
-                                      A step_size, A inv_sqrt_bc2) {
+                                      T* __restrict__ v, long long n, A b1, A one_minus_b1, A b2,
+                                      A one_minus_b2, A eps, A decay, A neg_step_size, A inv_sqrt_bc2) {
+    const AdamWScalars s = ADAMW_PACK;
     GRID_STRIDE(i, n) {
-        adamw_element(p, g, m, v, i, b1, b2, eps, decay, step_size, inv_sqrt_bc2);
+        adamw_element(p, g, m, v, i, s);
     }
 }
 
@@ -39,7 +52,9 @@ extern "C" __global__ void adamw_step(T* __restrict__ p, const T* __restrict__ g
 extern "C" __global__ void adamw_multi(const unsigned long long* __restrict__ ptrs,
                                        const long long* __restrict__ sizes, const int* __restrict__ chunk_tensor,
                                        const long long* __restrict__ chunk_start, int n_chunks, long long chunk,
-                                       A b1, A b2, A eps, A decay, A step_size, A inv_sqrt_bc2) {
+                                       A b1, A one_minus_b1, A b2, A one_minus_b2, A eps, A decay,
+                                       A neg_step_size, A inv_sqrt_bc2) {
+    const AdamWScalars s = ADAMW_PACK;
     for (int c = blockIdx.x; c < n_chunks; c += gridDim.x) {
         const int k = chunk_tensor[c];
         const long long lo = chunk_start[c];
@@ -49,7 +64,7 @@ extern "C" __global__ void adamw_multi(const unsigned long long* __restrict__ pt
         T* m = (T*)ptrs[4 * k + 2];
         T* v = (T*)ptrs[4 * k + 3];
         for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-            adamw_element(p, g, m, v, i, b1, b2, eps, decay, step_size, inv_sqrt_bc2);
+            adamw_element(p, g, m, v, i, s);
         }
     }
 }
@@ -57,9 +72,11 @@ extern "C" __global__ void adamw_multi(const unsigned long long* __restrict__ pt
 
 
 def _adamw_scalars(dtype, lr, b1, b2, eps, wd, t) -> tuple:
-    """The kernels' b1, b2, eps, decay, step_size, inv_sqrt_bc2 in the accumulation dtype."""
+    """The kernels' scalars (AdamWScalars, in order) in the accumulation dtype, each computed in
+    double and then rounded once, as NumPy rounds the Python floats of _moments in nn/optim/adamw.py."""
     a = acc_dtype(dtype).type
-    return a(b1), a(b2), a(eps), a(1.0 - lr * wd), a(lr / (1.0 - b1 ** t)), a(1.0 / math.sqrt(1.0 - b2 ** t))
+    return (a(b1), a(1.0 - b1), a(b2), a(1.0 - b2), a(eps), a(1.0 - lr * wd), a(-lr / (1.0 - b1 ** t)),
+            a(1.0 / math.sqrt(1.0 - b2 ** t)))
 
 
 def _operands(p, g, m, v):

@@ -17,8 +17,13 @@ on the thread count. Equal to the three ops composed up to rounding (tests/autog
 A pre-norm block's whole feed-forward sublayer, x + mlp(norm(x)), is one op too: with `norm` the
 rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
 x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
+
+On the GPU (prenorm.on_device) the op runs whole-array: cuBLAS products and GELU's kernel;
+saved: u (N x H), h recomputed in backward by the forward kernel.
 """
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
@@ -26,7 +31,11 @@ from autograd import parallel
 from autograd.function import Function
 from autograd.ops import prenorm
 from autograd.ops._util import host_floats
-from autograd.ops.activation import _gelu_tanh_backward, _gelu_tanh_forward
+from autograd.backend import xp_of
+from autograd.cuda import activation as _gelu_kernels
+from autograd.ops.activation import GELU_TANH_CUBIC, GELU_TANH_SCALE, _gelu_tanh_backward, _gelu_tanh_forward
+
+_GELU = dict(scale=GELU_TANH_SCALE, cubic=GELU_TANH_CUBIC)   # the constants GELUTanh's kernel takes
 
 BLOCK_ELEMENTS = 1 << 18   # about this many hidden values per block (fewer rows: slower products)
 MIN_ROWS = 64
@@ -41,16 +50,19 @@ def block_rows(N: int, H: int) -> int:
 
 def applies(x, *params) -> bool:
     """Whether the fused op runs: x and the weight and bias arrays NumPy float32 or float64 of
-    one dtype."""
-    return host_floats(x, *params) and x.ndim >= 1
+    one dtype, or arrays of its GPU form (prenorm.on_device)."""
+    return (host_floats(x, *params) or prenorm.on_device(x, *params)) and x.ndim >= 1
 
 
 class GeluMLP(Function):
     def forward(self, x, *params, names=("w1", "w2"), centered=None, eps=0.0, residual=False):
         p = dict(zip(names, params))
+        self.device = prenorm.on_device(x)
+        if self.device:
+            return self._device_forward(x, p, names, params, centered, eps, residual)
         w1, b1, w2, b2 = p["w1"], p.get("b1"), p["w2"], p.get("b2")
         x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))               # (N, C)
-        norm = None if centered is None else prenorm.RowNorm(x2, names, params, centered, eps)
+        norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
         rows_in = x2 if norm is None else norm.out          # the first product's input rows
         N, H = x2.shape[0], w1.shape[1]
         u, t = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
@@ -74,6 +86,8 @@ class GeluMLP(Function):
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
     def backward(self, g):
+        if self.device:
+            return self._device_backward(g)
         w1, w2, u, t = self.w1, self.w2, self.u, self.t
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
@@ -91,9 +105,40 @@ class GeluMLP(Function):
         return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
 
 
+    def _device_forward(self, x, p, names, params, centered, eps, residual):
+        """The GPU form: cuBLAS products, GELU's kernel (autograd/cuda/activation.py); saves u."""
+        xp = xp_of(x)
+        w1, b1, w2, b2 = p["w1"], p.get("b1"), p["w2"], p.get("b2")
+        x2 = xp.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+        norm = prenorm.row_norm(x2, names, params, centered, eps, device=True)
+        rows_in = x2 if norm is None else norm.out
+        u = xp.matmul(rows_in, w1)
+        if b1 is not None:
+            u += b1
+        self.gelu = types.SimpleNamespace()
+        y = xp.matmul(_gelu_kernels.gelu_forward(self.gelu, u, **_GELU), w2)
+        if b2 is not None:
+            y += b2
+        if residual:
+            y += x2
+        self.rows_in, self.norm, self.w1, self.w2, self.u = rows_in, norm, w1, w2, u
+        self.x_shape, self.names, self.residual = x.shape, names, residual
+        return y.reshape(x.shape[:-1] + (w2.shape[1],))
+
+    def _device_backward(self, g):
+        """The GPU form's backward: h is recomputed from u by GELU's forward kernel."""
+        xp = xp_of(g)
+        g2 = xp.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=self.u.dtype)
+        (du,) = _gelu_kernels.gelu_backward(self.gelu, xp.matmul(g2, self.w2.T), **_GELU)
+        h = _gelu_kernels.gelu_forward(types.SimpleNamespace(), self.u, **_GELU)
+        dn = xp.matmul(du, self.w1.T) if prenorm.needs_dn(self) else None
+        products = (("w1", "b1", self.rows_in, du), ("w2", "b2", h, g2))
+        return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
+
+
 def gelu_mlp(x, w1, b1, w2, b2, norm=None, residual: bool = False):
     """x (..., C) Tensor through Linear(w1 (C, H), b1 (H,) or None), GELU (tanh), Linear(w2 (H, Cout),
-    b2 (Cout,) or None) -> (..., Cout) Tensor; callers check `applies` first (NumPy only).
+    b2 (Cout,) or None) -> (..., Cout) Tensor; callers check `applies` first.
     norm: (centered, weight, bias, eps), a LayerNorm (centered) or RMSNorm of x in front
     (weight, bias (C,) Tensors or None), or None; residual: x is added to the output (Cout = C),
     so that gelu_mlp(x, ..., norm, True) is a pre-norm block's x + mlp(ln_2(x)) (ops/prenorm.py)."""

@@ -15,11 +15,17 @@ GIL). The same numbers as the norm op, the sublayer and an add composed: the nor
 and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/
 test_prenorm.py).
 
+On an array that takes the fused kernels (a CuPy array; autograd.cuda.use), the sublayers run
+their GPU form: the same formulas with cuBLAS products (the array's matmul) and the kernels of
+autograd/cuda (DeviceNorm here, GELU, attention) instead of the CPU's blocks on the pool.
+
 A fused sublayer names its parameters (`named_inputs`): the op's inputs are x, then the present
 ones of "norm_w", "norm_b" and its own (w1, b1, ...) in order, and its backward returns their
 gradients in the same order.
 """
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
@@ -59,6 +65,58 @@ class RowNorm:
         else:
             self.out, self.xhat, self.rstd = rms_norm_array(x2, self.w, eps)
 
+    def backward(self, dn, need_dx: bool, need_w: bool, need_b: bool) -> tuple:
+        """(dL/dx (N, C), dw (C,), db (C,)) from dn = dL/dout, None where not needed."""
+        dx = np.empty_like(dn) if need_dx else None
+        dw, db = np.split(backward_rows(dn, self.xhat, self.rstd, self.w, self.centered, dx), 2)
+        return dx, (dw if need_w else None), (db if need_b else None)
+
+
+class DeviceNorm:
+    """RowNorm's GPU form (rows x2 (N, C) of an array taking the fused kernels, float16/32/64):
+    the norm op's own kernels (autograd/cuda/norm.py), which save what they need on `saved`."""
+
+    def __init__(self, x2, names: tuple, params: tuple, centered: bool, eps: float):
+        from autograd.cuda import norm as kernels
+
+        p = dict(zip(names, params))
+        w, b = p.get("norm_w"), p.get("norm_b")
+        self.saved, self.centered, self.has = types.SimpleNamespace(), centered, (w is not None, b is not None)
+        self.out = kernels.norm_forward(self.saved, x2, *(a for a in (w, b) if a is not None), eps=eps,
+                                        has_w=w is not None, has_b=b is not None, centered=centered)
+
+    def backward(self, dn, need_dx: bool, need_w: bool, need_b: bool) -> tuple:
+        """(dL/dx (N, C), dw (C,), db (C,)) from dn = dL/dout, None where not needed."""
+        from autograd.cuda import norm as kernels
+
+        has_w, has_b = self.has
+        self.saved.needs_input_grad = (need_dx,) + (need_w,) * has_w + (need_b,) * has_b
+        grads = list(kernels.norm_backward(self.saved, dn, centered=self.centered))
+        dx = grads.pop(0)
+        dw = grads.pop(0) if has_w else None
+        db = grads.pop(0) if has_b else None
+        return dx, dw, db
+
+
+def row_norm(x2, names: tuple, params: tuple, centered, eps: float, device: bool):
+    """The norm in front of a fused sublayer (None when `centered` is None): DeviceNorm for the
+    GPU form (device), else RowNorm."""
+    if centered is None:
+        return None
+    return (DeviceNorm if device else RowNorm)(x2, names, params, centered, eps)
+
+
+def on_device(x, *params) -> bool:
+    """Whether a fused sublayer takes its GPU form: x an array the fused kernels take
+    (autograd.cuda.use: CuPy) of float16, float32 or float64, the parameters of its type and dtype."""
+    from autograd import cuda
+
+    return (cuda.use(x) and np.dtype(x.dtype) in _DEVICE_FLOATS
+            and all(type(p) is type(x) and p.dtype == x.dtype for p in params))
+
+
+_DEVICE_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
 
 def input_grad(node, dn, g2) -> tuple:
     """(dL/dx (N, C) or None where not needed, {"norm_w": dw, "norm_b": db} of the present ones)
@@ -70,11 +128,9 @@ def input_grad(node, dn, g2) -> tuple:
     if norm is None:
         dx, grads = dn, {}
     else:
-        dx = np.empty_like(dn) if needs[0] else None
-        sums = None if dn is None else backward_rows(dn, norm.xhat, norm.rstd, norm.w, norm.centered, dx)
-        parts = (None, None) if sums is None else np.split(sums, 2)
-        grads = {n: (part if needs[1 + names.index(n)] else None)
-                 for n, part in zip(("norm_w", "norm_b"), parts) if n in names}
+        want = {n: needs[1 + names.index(n)] if n in names else False for n in ("norm_w", "norm_b")}
+        dx, dw, db = (None,) * 3 if dn is None else norm.backward(dn, needs[0], want["norm_w"], want["norm_b"])
+        grads = {n: d for n, d in (("norm_w", dw), ("norm_b", db)) if n in names}
     if needs[0] and node.residual:
         dx += g2
     return (dx if needs[0] else None), grads

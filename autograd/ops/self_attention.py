@@ -20,14 +20,21 @@ the shapes only, so the result does not depend on the thread count.
 A pre-norm block's whole attention sublayer, x + attn(norm(x)), is one op too: with `norm` the
 rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
 x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
+
+On the GPU (prenorm.on_device) the op runs whole-array: cuBLAS products around the fused
+attention kernels, which keep their own saved arrays (q, k, v copies, output, probabilities or
+log-sum-exps); the sublayer saves its input rows and y.
 """
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
 from autograd import parallel
+from autograd.backend import xp_of
+from autograd.cuda import attention as _attn_kernels
 from autograd.function import Function
 from autograd.ops import causal_attention as _ca
 from autograd.ops import prenorm
@@ -37,8 +44,8 @@ from autograd.ops.attention import entries_per_task
 
 def applies(x, *params) -> bool:
     """Whether the fused op runs: x (B, T, C) and the weight and bias arrays NumPy float32 or
-    float64 of one dtype."""
-    return host_floats(x, *params) and x.ndim == 3
+    float64 of one dtype, or arrays of its GPU form (prenorm.on_device)."""
+    return (host_floats(x, *params) or prenorm.on_device(x, *params)) and x.ndim == 3
 
 
 def _heads(rows, n: int, H: int, parts: int = 1, part: int = 0):
@@ -52,11 +59,14 @@ class CausalSelfAttention(Function):
     def forward(self, x, *params, names=("w_qkv", "w_out"), n_head=1, centered=None, eps=0.0,
                 residual=False):
         p = dict(zip(names, params))
+        self.device = prenorm.on_device(x)
+        if self.device:
+            return self._device_forward(x, p, names, params, n_head, centered, eps, residual)
         w_qkv, b_qkv, w_out, b_out = p["w_qkv"], p.get("b_qkv"), p["w_out"], p.get("b_out")
         B, T, C = x.shape
         H, scale = n_head, 1.0 / math.sqrt(C // n_head)
         x2 = np.ascontiguousarray(x.reshape(B * T, C))
-        norm = None if centered is None else prenorm.RowNorm(x2, names, params, centered, eps)
+        norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
         rows_in = x2 if norm is None else norm.out          # the projection's input rows
         qkv, y, out = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C, C))
         probs = _ca.new_probabilities((B, H), T, x.dtype)
@@ -82,6 +92,8 @@ class CausalSelfAttention(Function):
         return out.reshape(B, T, C)
 
     def backward(self, g):
+        if self.device:
+            return self._device_backward(g)
         B, T, C = self.shape
         H, qkv, y, probs, w_qkv, w_out = self.H, self.qkv, self.y, self.probs, self.w_qkv, self.w_out
         g2 = np.ascontiguousarray(g.reshape(B * T, C), dtype=y.dtype)
@@ -100,6 +112,46 @@ class CausalSelfAttention(Function):
 
         parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
         products = (("w_qkv", "b_qkv", self.rows_in, dqkv), ("w_out", "b_out", y, g2))
+        return prenorm.sublayer_grads(self, products, dn, g2, (B, T, C))
+
+
+    def _device_forward(self, x, p, names, params, n_head, centered, eps, residual):
+        """The GPU form: cuBLAS products around the fused causal attention (autograd/cuda/
+        attention.py, flash or matmul as autograd.cuda.set_attention chose), which saves its own."""
+        xp = xp_of(x)
+        w_qkv, b_qkv, w_out, b_out = p["w_qkv"], p.get("b_qkv"), p["w_out"], p.get("b_out")
+        B, T, C = x.shape
+        x2 = xp.ascontiguousarray(x.reshape(B * T, C))
+        norm = prenorm.row_norm(x2, names, params, centered, eps, device=True)
+        rows_in = x2 if norm is None else norm.out
+        qkv = xp.matmul(rows_in, w_qkv)
+        if b_qkv is not None:
+            qkv += b_qkv
+        q, k, v = qkv.reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)   # (B, H, T, hs) views
+        self.attn = types.SimpleNamespace(needs_input_grad=(True, True, True))
+        yh = _attn_kernels.forward(self.attn, q, k, v, causal=True)                  # (B, H, T, hs)
+        y = xp.ascontiguousarray(yh.transpose(0, 2, 1, 3)).reshape(B * T, C)
+        out = xp.matmul(y, w_out)
+        if b_out is not None:
+            out += b_out
+        if residual:
+            out += x2
+        self.rows_in, self.norm, self.w_qkv, self.w_out, self.y = rows_in, norm, w_qkv, w_out, y
+        self.shape, self.H, self.names, self.residual = (B, T, C), n_head, names, residual
+        return out.reshape(B, T, C)
+
+    def _device_backward(self, g):
+        xp = xp_of(g)
+        B, T, C = self.shape
+        H = self.H
+        g2 = xp.ascontiguousarray(g.reshape(B * T, C), dtype=self.y.dtype)
+        dyh = xp.matmul(g2, self.w_out.T).reshape(B, T, H, C // H).transpose(0, 2, 1, 3)
+        dqkv = xp.empty((B, T, 3, H, C // H), dtype=self.y.dtype)
+        for i, d in enumerate(_attn_kernels.backward(self.attn, dyh)):
+            dqkv[:, :, i] = d.transpose(0, 2, 1, 3)
+        dqkv = dqkv.reshape(B * T, 3 * C)
+        dn = xp.matmul(dqkv, self.w_qkv.T) if prenorm.needs_dn(self) else None
+        products = (("w_qkv", "b_qkv", self.rows_in, dqkv), ("w_out", "b_out", self.y, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, (B, T, C))
 
 

@@ -21,7 +21,8 @@ class AdamW(Optimizer):
         p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
     m and v ("exp_avg", "exp_avg_sq") have the parameter's shape, dtype and device. Groups let
-    biases, norms and embeddings use weight_decay=0.0.
+    biases, norms and embeddings use weight_decay=0.0. On the GPU (autograd/cuda/adamw.py) the
+    float32 and float64 updates are the host's bit for bit: the same roundings in the same order.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -48,7 +49,7 @@ class AdamW(Optimizer):
 
     def _update_group(self, items: list, group: dict) -> None:
         """On the GPU, one launch per dtype, device and step count of the group (usually one)
-        instead of one per parameter: a GPT-2 step's ~150 launches become 2. On the host, a
+        instead of one per parameter (a multi-tensor kernel, autograd/cuda/adamw.py). On the host, a
         group of many small parameters updates as flat buffers (FlatAdamW)."""
         if len(items) < 2:
             return super()._update_group(items, group)
@@ -89,7 +90,8 @@ CHUNK_ELEMENTS = 1 << 18
 
 def _moments(g, m, v, tmp, lr, b1, b2, eps, t) -> None:
     """m and v of the class docstring updated in place from g, and the step that p adds into tmp
-    (p's decay is separate: elementwise, the order of the two does not change a bit)."""
+    (p's decay is separate: elementwise, the order of the two does not change a bit). The GPU
+    kernel (autograd/cuda/adamw.py) repeats these roundings in this order: change both together."""
     xp = _xp(g)
     xp.multiply(g, 1.0 - b1, out=tmp)
     m *= b1

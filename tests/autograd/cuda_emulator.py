@@ -53,6 +53,13 @@ inline double __shfl_xor_sync(unsigned, double v, int o) {
     int t = emu_tid(); g_shd[t] = v; __syncthreads(); double r = g_shd[t ^ o]; __syncthreads(); return r;
 }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcpy(&i, &f, 4); return i; }
+// -O0 on x86-64 contracts nothing into an FMA: the plain operations round as the intrinsics do
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -184,7 +191,7 @@ class _Kernel:
         self.fn(*grid, *block, *conv)
 
 
-_ACC = {"float16": "float", "float32": "float", "float64": "double"}
+_ACC = {"float16": "float", "bfloat16": "float", "float32": "float", "float64": "double"}
 _PTX_TO_CPP = {
     'asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));': "{ _Float16 t; std::memcpy(&t, &h, 2); f = (float)t; }",
     'asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));': "{ _Float16 t = (_Float16)f; std::memcpy(&h, &t, 2); }",

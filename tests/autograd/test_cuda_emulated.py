@@ -3,7 +3,9 @@
 tests/autograd/cuda_emulator.py compiles the very kernel sources of autograd/cuda with g++
 (threads for CUDA threads, barriers for __syncthreads and warp shuffles) and patches
 autograd.cuda so that each op's GPU branch (its Python glue and its kernels) runs on NumPy
-arrays. Each fused op is compared, forward and backward, with the op's CPU code. This checks
+arrays. Each fused op is compared, forward and backward, with the op's CPU code; so are AdamW's
+kernels (bit for bit) and the fused sublayers' GPU forms (with NumPy's matmul for cuBLAS's).
+float16 and bfloat16 storage: test_cuda_emulated_precision.py. This checks
 the indexing, masking, tiling and reductions of every kernel where no GPU exists; it does not
 check float16, speed or GPU-only failure modes (tests/autograd/test_cuda_kernels.py does, on a GPU).
 Skips without a C++ compiler.
@@ -156,56 +158,70 @@ def test_attention_kernels(emu_dir, mode, causal, shape):
         acuda.set_attention(old)
 
 
-def test_adamw_kernel(emu_dir):
+ADAMW_SHAPES = [(7, 5), (300,), (13, 11), (1,), (130,), (2, 33)]
+
+
+def _adamw_run(emu_dir, dtype, emulate, per_parameter=False, steps=3):
+    """(weights, [(exp_avg, exp_avg_sq)]) after `steps` AdamW steps of parameters of
+    ADAMW_SHAPES in two weight-decay groups (the same numbers each call), on NumPy or on the
+    emulated kernels; per_parameter: one group per parameter (one adamw_step launch each)."""
     from nn import Parameter
     from nn.optim import AdamW
 
-    w0 = RNG.standard_normal((7, 5))
-    grads = [RNG.standard_normal((7, 5)) for _ in range(3)]
-    results = []
-    for emulate in (False, True):
-        p = Parameter(w0.copy())
-        opt = AdamW([p], lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
-        ctx = cuda_emulator.emulated_kernels(emu_dir) if emulate else _nothing()
-        with ctx:
-            for g in grads:
+    rng = np.random.default_rng(5)
+    ps = [Parameter(rng.standard_normal(s).astype(dtype)) for s in ADAMW_SHAPES]
+    grads = [[(rng.standard_normal(s) * 10.0 ** rng.integers(-4, 2)).astype(dtype) for s in ADAMW_SHAPES]
+             for _ in range(steps)]
+    h = len(ps) // 2
+    groups = [{"params": ps[:h], "weight_decay": 0.1}, {"params": ps[h:], "weight_decay": 0.0}]
+    if per_parameter:
+        groups = [{"params": [p], "weight_decay": g["weight_decay"]} for g in groups for p in g["params"]]
+    opt = AdamW(groups, lr=1e-2, betas=(0.9, 0.95))
+    with (cuda_emulator.emulated_kernels(emu_dir) if emulate else _nothing()):
+        for gs in grads:
+            for p, g in zip(ps, gs):
                 p.grad = g.copy()
-                opt.step()
-        results.append(p.data.copy())
-    np.testing.assert_allclose(results[1], results[0], rtol=1e-12, atol=1e-14)
+            opt.step()
+    st = opt.state_dict()["state"]
+    moments = [(st[i]["exp_avg"].copy(), st[i]["exp_avg_sq"].copy()) for i in range(len(ps))]
+    return [p.data.copy() for p in ps], moments
 
 
-def test_adamw_updates_a_group_in_one_multi_tensor_launch(emu_dir, monkeypatch):
-    """Two groups of parameters of several sizes (small chunks, so tensors span several and end
-    mid-chunk): the same weights and moments as the CPU update, one launch per group and step."""
+def _assert_same_bits(got, want):
+    for (w1, m1), (w0, m0) in zip(zip(*got), zip(*want)):
+        np.testing.assert_array_equal(w1, w0)
+        np.testing.assert_array_equal(m1[0], m0[0])
+        np.testing.assert_array_equal(m1[1], m0[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adamw_kernels_give_the_numpy_update_bit_for_bit(emu_dir, dtype):
+    """The per-parameter kernel and the multi-tensor kernel: the very bits of the host update
+    (per parameter and flat), weights and both moments, float32 and float64."""
+    host = _adamw_run(emu_dir, dtype, emulate=False)
+    _assert_same_bits(_adamw_run(emu_dir, dtype, emulate=False, per_parameter=True), host)
+    _assert_same_bits(_adamw_run(emu_dir, dtype, emulate=True, per_parameter=True), host)
+    _assert_same_bits(_adamw_run(emu_dir, dtype, emulate=True), host)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adamw_updates_a_group_in_one_multi_tensor_launch(emu_dir, monkeypatch, dtype):
+    """Small chunks, so tensors span several and end mid-chunk: one launch per group and step,
+    the same bits as the host update."""
     import autograd.cuda.adamw as m_adamw
-    from nn import Parameter
-    from nn.optim import AdamW
 
     monkeypatch.setattr(m_adamw, "CHUNK", 64)
-    shapes = [(7, 5), (300,), (13, 11), (1,), (130,)]
-    w0 = [RNG.standard_normal(s) for s in shapes]
-    grads = [[RNG.standard_normal(s) for s in shapes] for _ in range(3)]
-    results, launches = [], []
-    for emulate in (False, True):
-        ps = [Parameter(w.copy()) for w in w0]
-        opt = AdamW([{"params": ps[:3], "weight_decay": 0.1}, {"params": ps[3:], "weight_decay": 0.0}],
-                    lr=1e-2, betas=(0.9, 0.95))
-        with (cuda_emulator.emulated_kernels(emu_dir) if emulate else _nothing()):
-            if emulate:
-                get = m_adamw.get_kernel
-                monkeypatch.setattr(m_adamw, "get_kernel", lambda *a, **k: launches.append(a[1]) or get(*a, **k))
-            for gs in grads:
-                for p, g in zip(ps, gs):
-                    p.grad = g.copy()
-                opt.step()
-        results.append(([p.data.copy() for p in ps], opt.state_dict()["state"]))
+    launches = []
+    host = _adamw_run(emu_dir, dtype, emulate=False)
+    with cuda_emulator.emulated_kernels(emu_dir):
+        get = m_adamw.get_kernel   # the emulator's; restored before the block restores the real one
+        m_adamw.get_kernel = lambda *a, **k: launches.append(a[1]) or get(*a, **k)
+        try:
+            got = _adamw_run(emu_dir, dtype, emulate=False)   # inside this block: the emulated kernels
+        finally:
+            m_adamw.get_kernel = get
     assert launches == ["adamw_multi"] * 6
-    for got, want in zip(results[1][0], results[0][0]):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
-    for i in range(len(shapes)):
-        for k in ("exp_avg", "exp_avg_sq"):
-            np.testing.assert_allclose(results[1][1][i][k], results[0][1][i][k], rtol=1e-12, atol=1e-16)
+    _assert_same_bits(got, host)
 
 
 class _nothing:
@@ -250,85 +266,84 @@ def test_gpt_training_steps_match_the_cpu_path(emu_dir, mode):
         np.testing.assert_allclose(w[k], ref_w[k], atol=3e-4, err_msg=k)
 
 
-# ---- float16 storage (float32 arithmetic inside the kernels) ------------------------------------
-def _half_vs_float64(emu_dir, fn, arrays, tol=2e-2):
-    """Fused float16 result (emulated) against the CPU op in float64 on the same rounded inputs."""
-    halves = [np.asarray(a, dtype=np.float16) for a in arrays]
-    ref, ref_grads, _ = _run(fn, [h.astype(np.float64) for h in halves], np.float64)
-    with cuda_emulator.emulated_kernels(emu_dir):
-        out, grads, fused = _run(fn, halves, np.float16)
-    assert fused
-    assert out.dtype == np.float16 and all(g.dtype == np.float16 for g in grads)
-    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=tol)
-    for g, r in zip(grads, ref_grads):
-        np.testing.assert_allclose(g.astype(np.float64), r, rtol=tol, atol=tol)
+# ---- the fused sublayers' GPU forms (autograd/ops/mlp, self_attention, prenorm on the kernels) ---
+def _sublayer_fns(kind, norm, residual):
+    """(the fused sublayer, the same composed from primitives) over (x, nw, nb, w1, b1, w2, b2)
+    (tests/autograd/test_prenorm.py's arrays); norm None: no norm, nw and nb unused."""
+    from tests.autograd import test_prenorm as tp
+
+    if norm is not None:
+        return tp._fused(kind, norm == "layer", residual), tp._composed(kind, norm == "layer", residual)
+    from autograd.ops import mlp as mlp_op
+    from autograd.ops import self_attention as sa
+    from tests.autograd.test_mlp import _composed as mlp_composed
+    from tests.autograd.test_self_attention import H, _composed as attn_composed
+
+    def fused(x, nw, nb, w1, b1, w2, b2):
+        if kind == "mlp":
+            return mlp_op.gelu_mlp(x, w1, b1, w2, b2, residual=residual)
+        return sa.causal_self_attention(x, w1, b1, w2, b2, H, residual=residual)
+
+    def composed(x, nw, nb, w1, b1, w2, b2):
+        out = (mlp_composed if kind == "mlp" else attn_composed)(x, w1, b1, w2, b2)
+        return x + out if residual else out
+    return fused, composed
 
 
-def test_float16_row_kernels(emu_dir):
-    x = RNG.standard_normal((4, 50)) * 3
-    _half_vs_float64(emu_dir, lambda x: autograd.softmax(x), [x])
-    _half_vs_float64(emu_dir, lambda x: autograd.log_softmax(x), [x])
-    t = RNG.integers(0, 50, 4)
-    _half_vs_float64(emu_dir, lambda x: autograd.cross_entropy(x, t), [x])
-    w, b = RNG.standard_normal(50), RNG.standard_normal(50)
-    _half_vs_float64(emu_dir, lambda x, w, b: autograd.layer_norm(x, w, b), [x, w, b], tol=5e-2)
-    _half_vs_float64(emu_dir, lambda x, w: autograd.rms_norm(x, w), [x, w], tol=5e-2)
-    _half_vs_float64(emu_dir, lambda x: autograd.gelu(x), [x])
+def _sublayer_run(fn, arrays, dtype, seed):
+    """(how the output's op ran: (GPU form?, attention mode or None), output, {input: gradient})."""
+    ts = [Tensor(a.astype(dtype), requires_grad=True) for a in arrays]
+    out = fn(*ts)
+    node = out._node
+    how = (getattr(node, "device", False), getattr(getattr(node, "attn", None), "mode", None))
+    out.backward(seed.astype(dtype))   # releases the node's saved state
+    used = [i for i, t in enumerate(ts) if t.grad is not None]
+    return how, out.data.astype(np.float64), {i: ts[i].grad.astype(np.float64) for i in used}
 
 
-@pytest.mark.parametrize("mode", ["flash", "matmul"])
-def test_float16_attention(emu_dir, mode):
-    arrays = [RNG.standard_normal((1, 2, 20, 64)) for _ in range(3)]
+@pytest.mark.parametrize("kind,mode", [("mlp", None), ("attention", "matmul"), ("attention", "flash")])
+@pytest.mark.parametrize("norm", [None, "layer", "rms"])
+@pytest.mark.parametrize("residual", [True, False])
+def test_fused_sublayer_gpu_form_equals_the_composed_ops(emu_dir, kind, norm, residual, mode):
+    """The GPU form (whole-array products, the norm, GELU and attention kernels) on the emulated
+    kernels, NumPy's matmul standing in for cuBLAS's, against the primitives composed on the
+    CPU: forward and every gradient; float64 (flash: float32, its kernels' dtypes)."""
+    from tests.autograd import test_prenorm as tp
+
+    dtype, tol = (np.float32, 3e-5) if mode == "flash" else (np.float64, 1e-9)
+    arrays = tp._arrays(kind, 2, 9, 64 if mode == "flash" else 8)   # flash: hs = 32 (2 heads)
+    fused, composed = _sublayer_fns(kind, norm, residual)
+    seed = np.random.default_rng(2).standard_normal((2, 9, arrays[0].shape[-1]))
+    _, ref, ref_grads = _sublayer_run(composed, arrays, np.float64, seed)
     old = acuda.attention_mode()
-    acuda.set_attention(mode)
+    acuda.set_attention(mode or old)
     try:
-        _half_vs_float64(emu_dir, lambda q, k, v: autograd.scaled_dot_product_attention(q, k, v), arrays)
+        with cuda_emulator.emulated_kernels(emu_dir):
+            out, got, grads = _sublayer_run(fused, arrays, dtype, seed)
     finally:
         acuda.set_attention(old)
+    assert out[0], "the op did not take its GPU form"
+    assert out[1] == mode
+    close = lambda a, b, what: np.testing.assert_allclose(  # noqa: E731  (float32: to the array's scale)
+        a, b, rtol=tol, atol=tol * (np.abs(b).max() if dtype == np.float32 else 1.0), err_msg=what)
+    close(got, ref, "forward")
+    assert set(grads) == set(ref_grads)
+    for i in ref_grads:
+        close(grads[i], ref_grads[i], f"gradient of input {i}")
 
 
-def test_float16_training_with_master_weights(emu_dir):
-    """nn.amp on the fused float16 kernels: the loss falls, masters stay float32, no skipped steps."""
+def test_gpt_block_takes_the_fused_gpu_forms(emu_dir):
+    """Block._fuses on arrays that take the kernels: two nodes, the two sublayers' GPU forms."""
     from gpt import GPT, GPTConfig
-    from nn.amp import MixedPrecision
-    from nn.optim import AdamW
+    from gpt.model.block import Block
 
     autograd.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=31, block_size=8, n_layer=1, n_head=2, n_embd=64, dropout=0.0))
-    amp = MixedPrecision(model)
-    opt = AdamW(amp.master_groups(list(model.parameters())), lr=1e-2)
-    ids = np.random.default_rng(0).integers(0, 31, (2, 9))
-    losses = []
+    model = GPT(GPTConfig(vocab_size=31, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    block = next(m for m in model.modules() if isinstance(m, Block))
+    x = Tensor(RNG.standard_normal((2, 5, 16)).astype(np.float32), requires_grad=True)
     with cuda_emulator.emulated_kernels(emu_dir):
-        for _ in range(8):
-            _, loss = model(ids[:, :-1], ids[:, 1:])
-            assert loss.dtype == np.float16
-            amp.backward(loss)
-            amp.step(opt, grad_clip=1.0)
-            losses.append(float(loss.item()))
-    assert losses[-1] < 0.7 * losses[0]
-    assert amp.scaler.skipped == 0 and all(m.dtype == np.float32 for m in amp.masters)
-
-
-def test_fused_unscale_finds_an_overflow_and_the_step_is_skipped(emu_dir):
-    from nn import Linear
-    from nn.amp import MixedPrecision
-    from nn.optim import SGD
-
-    autograd.manual_seed(0)
-    model = Linear(3, 2)
-    amp = MixedPrecision(model)
-    opt = SGD(amp.master_groups(list(model.parameters())), lr=0.1)
-    before = [m.data.copy() for m in amp.masters]
-    with cuda_emulator.emulated_kernels(emu_dir):
-        model.weight.grad = np.full((3, 2), 2.0 ** 15, dtype=np.float16)
-        model.bias.grad = np.array([1.0, np.inf], dtype=np.float16)
-        took, norm = amp.step(opt)
-        assert not took and norm == float("inf") and amp.scaler.scale == 2.0 ** 14
-        for m, b in zip(amp.masters, before):
-            np.testing.assert_array_equal(m.data, b)
-        model.weight.grad = np.full((3, 2), 2.0 ** 14, dtype=np.float16)   # = 1.0 after unscaling
-        model.bias.grad = np.zeros(2, dtype=np.float16)
-        took, _ = amp.step(opt)
-    assert took
-    np.testing.assert_allclose(amp.masters[0].data, before[0] - 0.1, rtol=1e-6)
+        assert block._fuses(x)
+        out = block(x)
+    mlp_node = out._node
+    assert type(mlp_node).__name__ == "GeluMLP" and mlp_node.device
+    assert type(mlp_node.parents[0]).__name__ == "CausalSelfAttention" and mlp_node.parents[0].device

@@ -303,10 +303,11 @@ def test_adamw_kernel_matches_the_numpy_update(wd):
             p.grad = Tensor(g, device=device).data
             opt.step()
         results.append((p.numpy(), opt.state_dict()))
-    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(results[1][0], results[0][0])   # bit for bit (no FMA contraction)
     s_cpu, s_gpu = results[0][1]["state"][0], results[1][1]["state"][0]
     assert s_cpu["step"] == s_gpu["step"] == 4
-    np.testing.assert_allclose(s_gpu["exp_avg_sq"].get(), s_cpu["exp_avg_sq"], rtol=1e-5, atol=1e-8)
+    np.testing.assert_array_equal(s_gpu["exp_avg"].get(), s_cpu["exp_avg"])
+    np.testing.assert_array_equal(s_gpu["exp_avg_sq"].get(), s_cpu["exp_avg_sq"])
 
 
 @gpu
@@ -328,7 +329,57 @@ def test_adamw_multi_tensor_launch_matches_the_numpy_update():
             opt.step()
         results.append([p.numpy() for p in ps])
     for got, want in zip(results[1], results[0]):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got, want)   # bit for bit, as on the emulator
+
+
+# ---- GPU: the fused sublayers' GPU forms ------------------------------------------------------
+@gpu
+@pytest.mark.parametrize("kind,mode", [("mlp", "matmul"), ("attention", "matmul"), ("attention", "flash")])
+@pytest.mark.parametrize("centered", [True, False])
+def test_fused_sublayer_gpu_forms_match_the_composed_ops(kind, mode, centered):
+    """x + f(norm(x)) as one op on CuPy (ops/mlp.py, ops/self_attention.py, ops/prenorm.py) vs
+    the primitives composed on NumPy in float64, forward and every gradient."""
+    from tests.autograd import test_prenorm as tp
+
+    arrays = tp._arrays(kind, 2, 33, 64)
+    fused, composed = tp._fused(kind, centered), tp._composed(kind, centered)
+    seed = RNG.standard_normal((2, 33, 64))
+
+    def run(fn, device, dtype):   # (output, gradients of the inputs that get one), on the host
+        ts = [Tensor(np.asarray(a, dtype=dtype), requires_grad=True, device=device) for a in arrays]
+        out = fn(*ts)
+        out.backward(Tensor(seed.astype(dtype), device=device).data)
+        host = lambda a: (a.get() if hasattr(a, "get") else a).astype(np.float64)  # noqa: E731
+        return [host(out.data)] + [host(t.grad) for t in ts if t.grad is not None]
+
+    want = run(composed, "cpu", np.float64)
+    old = acuda.attention_mode()
+    acuda.set_attention(mode)
+    try:
+        got = run(fused, "cuda", np.float32)
+    finally:
+        acuda.set_attention(old)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=3e-5 * np.abs(w).max())
+
+
+# ---- GPU: bfloat16 storage --------------------------------------------------------------------
+@gpu
+def test_bfloat16_conversions_on_the_device_give_the_host_bits():
+    """nn.bfloat16 on CuPy arrays (the kernels of autograd/cuda/amp.py): every pattern widens
+    exactly; narrowing rounds to nearest even, keeps NaN and inf, as on the host."""
+    import cupy as cp
+
+    from nn import bfloat16
+
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    wide = bfloat16.to_float32(cp.asarray(bits)).get()
+    np.testing.assert_array_equal(wide.view(np.uint32), bfloat16.to_float32(bits).view(np.uint32))
+    edges = np.array([0x7F7FFFFF, 0x7F800001, 0xFFFFFFFF, 0x3F808000, 0x3F818000, 0x80000000], np.uint32)
+    rand = RNG.integers(0, 2 ** 32, 100000, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([edges, rand]).view(np.float32)
+    np.testing.assert_array_equal(bfloat16.from_float(cp.asarray(x)).get(), bfloat16.from_float(x))
 
 
 @gpu
