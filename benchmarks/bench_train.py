@@ -21,7 +21,7 @@ OpenMP threads keep spinning for a few milliseconds after its step ends, and bac
 config (a): ours 32.9 ms right after a PyTorch step, 28.4 ms 5 ms later); our pool's threads
 sleep when idle, so they take nothing from PyTorch's. `--load 1` starts a busy-loop process for
 the timed steps (one core taken, as by another user's job); our thread count is then what `gpt train` would choose
-on that machine (gpt/training/threads.py), PyTorch keeps its own default. Each figure comes with
+on that machine (autograd/threads.py), PyTorch keeps its own default. Each figure comes with
 the load average and the CPU the other processes used meanwhile (from /proc), so a reader can
 judge it. Peak memory is measured in a fresh process per framework: the peak resident set over
 a few steps above the resident set of the built model (weights, gradients, optimizer state,
@@ -251,7 +251,7 @@ def speed_tables(args) -> None:
     """Time each config of args.configs under each load of args.load, beside PyTorch."""
     from _torch_train import build_torch_step, torch_module
     from autograd import parallel
-    from gpt.training.threads import choose_threads, free_cores
+    from autograd.threads import choose_threads, free_cores
 
     torch = torch_module() if args.device == "cpu" and not args.no_torch else None
     phases: list = []

@@ -12,7 +12,7 @@ import importlib
 import sys
 import warnings
 
-COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow", "translate", "importer", "export")
+COMMANDS = ("prepare", "train", "sample", "eval", "plot", "gradflow", "inspect", "translate", "vit", "importer", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from gpt.files import FolderBusy
+    from bpe.files.lock import FolderBusy
     from gpt.training.checkpoint import CheckpointError
     from gpt.training.trainer import TrainingDiverged
 

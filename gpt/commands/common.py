@@ -13,12 +13,20 @@ def add_model_source(p: argparse.ArgumentParser) -> None:
 
 
 def load_run_model(args: argparse.Namespace):
-    """(model in eval mode, tokenizer or None, checkpoint meta) for --run/--checkpoint on --device."""
+    """(model in eval mode, tokenizer or None, checkpoint meta) for --run/--checkpoint on --device;
+    on the CPU it computes on the threads autograd.threads chooses (as `gpt train` does)."""
     from autograd import backend
+    from autograd.threads import apply_threads
     from gpt.training.checkpoint import load_model
+    from gpt.vision.train import is_vit_checkpoint
 
     try:  # a missing GPU is the user's to fix: one clear line, no traceback
         backend.module_for_device(args.device)
     except RuntimeError as exc:
         raise ValueError(f"--device {args.device}: {exc}") from None
-    return load_model(args.run or args.checkpoint, device=args.device)
+    if args.device == "cpu":
+        apply_threads()
+    path = args.run or args.checkpoint
+    if is_vit_checkpoint(path):  # an image classifier has no text to sample or study
+        raise ValueError(f"{path} holds a ViT (an image classifier): use gpt vit predict or gpt eval")
+    return load_model(path, device=args.device)

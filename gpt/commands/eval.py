@@ -15,7 +15,6 @@ import math
 import time
 
 from gpt.commands.common import add_model_source, load_run_model
-from gpt.data.folder import tokenizer_text
 
 
 def register(subparsers) -> None:
@@ -35,26 +34,22 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _same_tokenizer(run_tokenizer: str | None, data_meta: dict) -> bool:
-    """False only when both sides have a tokenizer file and they differ."""
-    path = data_meta.get("tokenizer_path")
-    if not run_tokenizer or not path:
-        return True
-    try:
-        return json.loads(run_tokenizer) == json.loads(tokenizer_text(path))
-    except ValueError:
-        return True  # not JSON on one side: nothing to compare
-
-
 def run(args: argparse.Namespace) -> int:
-    from gpt.data import open_tokens, read_meta
+    from gpt.data import load_tokenizer, open_tokens, read_meta
+    from gpt.data.folder import bits_per_byte, describe_tokenizer, same_ids, split_bytes
     from gpt.training.evaluate import evaluate_split
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_tokens is not None and args.max_tokens < 2:
         raise ValueError(f"--max-tokens must be >= 2, got {args.max_tokens}")
-    model, _, meta = load_run_model(args)
+    from gpt.vision.train import is_vit_checkpoint
+
+    if is_vit_checkpoint(args.run or args.checkpoint):  # an image classifier: its own images, accuracy
+        from gpt.commands.vit import eval_run
+
+        return eval_run(args)
+    model, run_tok, meta = load_run_model(args)
     data_dir = args.data or meta.get("data_dir")
     if not data_dir:
         raise ValueError(f"checkpoint {meta.get('path')!r} does not name its data folder: give --data DIR")
@@ -63,18 +58,25 @@ def run(args: argparse.Namespace) -> int:
     if int(data_meta["vocab_size"]) > vocab:
         raise ValueError(f"data folder {data_dir!r} has a vocabulary of {data_meta['vocab_size']} ids, "
                          f"more than the model's {vocab}")
-    if not _same_tokenizer(meta.get("tokenizer"), data_meta):
-        raise ValueError(f"data folder {data_dir!r} was written by another tokenizer than the run's")
+    path = data_meta.get("tokenizer_path")
+    data_tok = load_tokenizer(path) if path else None
+    if not same_ids(run_tok, data_tok):
+        raise ValueError(f"data folder {data_dir!r} was written by another tokenizer than the run's: "
+                         f"{describe_tokenizer(data_tok, path)}, the run's is {describe_tokenizer(run_tok)}")
     tokens = open_tokens(data_dir, args.split, data_meta)
-    if args.max_tokens is not None:
+    if args.max_tokens is not None:  # a prefix: its bytes are counted, not read from meta.json
         tokens = tokens[:args.max_tokens]
     t0 = time.perf_counter()
     loss = evaluate_split(model, tokens, model.config.block_size, batch_size=args.batch_size)
-    result = {"split": args.split, "loss": loss, "perplexity": math.exp(loss), "tokens": len(tokens) - 1,
+    n_bytes = split_bytes(data_meta if args.max_tokens is None else {"eot_id": data_meta.get("eot_id")},
+                          args.split, tokens, data_tok or run_tok)
+    result = {"split": args.split, "loss": loss, "perplexity": math.exp(loss),
+              "bits_per_byte": bits_per_byte(loss, len(tokens), n_bytes), "tokens": len(tokens) - 1,
               "data": str(data_dir), "checkpoint": meta.get("path"), "seconds": time.perf_counter() - t0}
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{args.split} loss {loss:.4f} (perplexity {result['perplexity']:.2f}) over {result['tokens']:,} "
-              f"tokens of {data_dir} in {result['seconds']:.1f} s")
+        bpb = "" if result["bits_per_byte"] is None else f", {result['bits_per_byte']:.3f} bits per byte"
+        print(f"{args.split} loss {loss:.4f} (perplexity {result['perplexity']:.2f}{bpb}) over "
+              f"{result['tokens']:,} tokens of {data_dir} in {result['seconds']:.1f} s")
     return 0

@@ -28,7 +28,8 @@ variants: comma-separated, each a dash-joined set of words overriding the defaul
 
 families: gpt (default); seq2seq, the 2017 encoder-decoder on generated number translation
   (rows per stack: encoder, decoder; depth L = L + L layers); encoder, the encoder-only model
-  on masked tokens. Both take only pre / post (their layers always have residuals, LayerNorm).
+  on masked tokens; vit, the Vision Transformer on procedural 8x8 digits (patch 2, 16 patches +
+  a class token). They take only pre / post (their layers always have residuals, LayerNorm).
 
 --run DIR (or --checkpoint FILE) with --text FILE measures that trained or imported GPT once on
   the text, encoded by the run's tokenizer (--batch-size windows of --block-size tokens).
@@ -38,6 +39,9 @@ columns: |dL/dx_0| gradient norm at the bottom block's input; |dL/dx_L| at the t
   fraction of the gradient arriving through the identity path (docs/gradflow.md defines it);
   rms x_L the RMS of the residual stream at the top.
 """
+# The tables' columns are defined and read in the repository's docs/gradflow.md.
+READING = ("\nwhat each column measures and how to read these tables: docs/gradflow.md "
+           "(and gpt gradflow --help)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", type=float, default=1e-3, help="learning rate for --steps (default 1e-3)")
     m = p.add_argument_group("model (GPT vocabulary: the 256 byte values)")
     m.add_argument("--family", default="gpt", choices=FAMILIES,
-                   help="gpt, seq2seq (2017 encoder-decoder) or encoder (encoder-only) (default gpt)")
+                   help="gpt, seq2seq (2017 encoder-decoder), encoder (encoder-only) or vit (Vision "
+                        "Transformer) (default gpt)")
     m.add_argument("--n-embd", type=int, default=64, help="width C (default 64)")
     m.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
     m.add_argument("--block-size", type=int, default=32, help="tokens per sequence T (default 32)")
@@ -146,6 +151,10 @@ def run(args) -> int:
         module_for_device(spec.device)  # an unusable --device fails now, not after the first model
     except (ValueError, RuntimeError) as exc:
         return _fail(exc)
+    if spec.device == "cpu":  # threaded BLAS on a busy core made each step many times slower
+        from autograd.threads import apply_threads
+
+        apply_threads()
     if _check_outputs(args):
         return _fail(_check_outputs(args))
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -155,7 +164,8 @@ def run(args) -> int:
         return _fail(exc)
     what = "at initialisation" if spec.steps == 0 else f"after {spec.steps} AdamW steps"
     shape = (f"GPT C={spec.n_embd} heads={spec.n_head} T={spec.block_size}" if spec.family == "gpt" else
-             f"{spec.family} d_model={spec.n_embd} heads={spec.n_head} (generated number data)")
+             f"{spec.family} d_model={spec.n_embd} heads={spec.n_head} "
+             f"({'procedural digit images' if spec.family == 'vit' else 'generated number data'})")
     result["title"] = f"{shape} B={spec.batch_size}, {what}, {len(spec.seeds)} seeds"
     print(f"\ngradient flow, {result['title']}")
     print(report.sweep_table(result["summary"]))
@@ -168,6 +178,7 @@ def run(args) -> int:
     if not args.no_jacobian:
         _jacobians(args, spec, result)
     _write(args, result)
+    print(READING)
     return 0
 
 
@@ -234,6 +245,7 @@ def run_trained(args) -> int:
     print(f"\nper block, {run_['variant']}")
     print(report.layer_table(run_))
     _write(args, result)
+    print(READING)
     return 0
 
 

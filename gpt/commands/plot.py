@@ -54,23 +54,33 @@ def read_curves(run_dir: str | Path, x: str = "steps") -> dict[str, list[tuple[f
 
 def _tokens_per_step(run_dir: Path) -> int:
     try:
-        train = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["train"]
+        info = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        if "tokens_per_step" in info:  # a run without token windows (a ViT: patches)
+            return int(info["tokens_per_step"])
+        train = info["train"]
         return int(train["batch_size"]) * int(train["block_size"]) * int(train.get("grad_accum", 1))
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"{run_dir}/config.json does not give the tokens per step: use --x steps") from None
 
 
 def text_table(curves: dict[str, dict], x: str, rows: int = 6) -> str:
-    """A few evenly spaced evaluations of each run: x, val loss, and the nearest train loss and lr."""
+    """A few evenly spaced evaluations of each run: x, val loss, and the train loss and lr of the
+    last step logged at or before it ('-' before the first, as at step 0)."""
     lines = [f"{'run':<24} {x:>12} {'train loss':>10} {'val loss':>9} {'lr':>9}"]
     for name, c in curves.items():
         val = c["val"]
         for i in sorted({round(k * (len(val) - 1) / max(rows - 1, 1)) for k in range(rows)} if val else ()):
             at, loss = val[i]
-            near = min(c["train"], key=lambda p: abs(p[0] - at), default=(at, float("nan")))
-            lr = min(c["lr"], key=lambda p: abs(p[0] - at), default=(at, float("nan")))
-            lines.append(f"{name[:24]:<24} {at:>12.6g} {near[1]:>10.4f} {loss:>9.4f} {lr[1]:>9.2e}")
+            train, lr = _last_at(c["train"], at), _last_at(c["lr"], at)
+            lines.append(f"{name[:24]:<24} {at:>12.6g} {'-' if train is None else f'{train:.4f}':>10} "
+                         f"{loss:>9.4f} {'-' if lr is None else f'{lr:.2e}':>9}")
     return "\n".join(lines)
+
+
+def _last_at(points: list[tuple[float, float]], at: float) -> float | None:
+    """The value of the last point at or before `at`, or None."""
+    before = [v for x, v in points if x <= at]
+    return before[-1] if before else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpt.training.config import MODEL_DEFAULTS
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -14,9 +16,11 @@ def register(subparsers) -> None:
                    help="files, folders or globs (default: the Python standard library's sources)")
     p.add_argument("--out", required=True, metavar="DIR", help="the data folder to write")
     tok = p.add_mutually_exclusive_group()
-    tok.add_argument("--tokenizer", metavar="FILE", help="an existing tokenizer file (bpe JSON)")
+    tok.add_argument("--tokenizer", metavar="PATH",
+                     help="an existing tokenizer: our JSON, a .tiktoken, a Hugging Face tokenizer.json, "
+                          "or a folder holding one (a run of ours, a Hugging Face model)")
     tok.add_argument("--vocab-size", type=int, metavar="N",
-                     help="train a BPE tokenizer of N ids on the input first (default 2048)")
+                     help=f"train a BPE tokenizer of N ids on the input first (default {MODEL_DEFAULTS['vocab_size']})")
     tok.add_argument("--char", action="store_true", help="character-level ids (nanoGPT's shakespeare_char)")
     p.add_argument("--pattern", metavar="NAME_OR_REGEX", default=None,
                    help="split pattern of a trained tokenizer (bpe's default when omitted)")
@@ -33,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
 
     inputs = args.input
     if not inputs:
-        from gpt.data.corpus import default_files
+        from gpt.data.corpus import DEFAULT_MAX_CHARS, default_files
 
-        inputs = default_files(args.max_chars or 3_000_000)
-    vocab = args.vocab_size if (args.vocab_size or args.tokenizer or args.char) else 2048
+        inputs = default_files(args.max_chars or DEFAULT_MAX_CHARS)
+    vocab = args.vocab_size if (args.vocab_size or args.tokenizer or args.char) else MODEL_DEFAULTS["vocab_size"]
     pattern = args.pattern
     if pattern is not None:
         from bpe.split.patterns import PATTERNS, resolve_pattern
@@ -45,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     meta = prepare(inputs, args.out, tokenizer=args.tokenizer, vocab_size=vocab, char=args.char,
                    pattern=pattern, val_fraction=args.val_fraction, workers=args.workers,
                    max_chars=args.max_chars, verbose=True)
-    print(f"wrote {args.out}: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens, "
+    print(f"wrote {args.out}: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
+          f"({meta['train_bytes']:,} + {meta['val_bytes']:,} bytes of text), "
           f"vocab {meta['vocab_size']} ({meta['dtype']})")
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpt.commands.common import add_model_source, load_run_model
 from gpt.inference.sample import from_options, options as sampling_settings
+from gpt.training.config import flag
 
 
 def register(subparsers) -> None:
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-new-tokens", type=int, default=200, metavar="N", help="tokens per sample (default 200)")
     for s in sampling_settings():  # SamplingConfig's fields, with TEXT_SAMPLING's defaults
         shown = "" if s.default is None else f" (default {s.default})"
-        p.add_argument("--" + s.name.replace("_", "-"), type=s.type, default=s.default,
+        p.add_argument(flag(s.name), type=s.type, default=s.default,
                        metavar=s.name.upper(), help=s.help + shown)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="end a sample at this string (repeatable; the string is not printed)")

@@ -20,8 +20,6 @@ def _add_training_flags(p: argparse.ArgumentParser, out: str, steps: int, lr: fl
     _add_model_flags(p)
     p.add_argument("--eval-examples", type=int, default=500, help="held-out numbers per direction (default 500)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--blas-threads", type=int, default=1,
-                   help="OpenBLAS threads while training (default 1: these small matrices run faster on one)")
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -80,7 +78,7 @@ def _model_config(args):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from gpt.seq2seq.threads import blas_threads
+    from autograd.threads import apply_threads
     from gpt.seq2seq.train import TrainSettings, train_task
 
     if args.steps < 1 or args.batch_size < 1:
@@ -88,8 +86,8 @@ def run_train(args: argparse.Namespace) -> int:
     settings = TrainSettings(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                              warmup=min(200, max(1, args.steps // 10)), eval_examples=args.eval_examples,
                              max_minutes=args.max_minutes)
-    with blas_threads(args.blas_threads):
-        _, summary = train_task(args.task, _model_config(args), settings, Path(args.out))
+    apply_threads()  # as `gpt train` chooses: the free cores (or GPT_THREADS), OpenBLAS on one
+    _, summary = train_task(args.task, _model_config(args), settings, Path(args.out))
     print(f"trained {summary['steps']} steps in {summary['train_seconds']:.0f} s, "
           f"{summary['parameters']:,} parameters; run folder {args.out}")
     if args.task == "translate":
@@ -118,9 +116,11 @@ def run_sample(args: argparse.Namespace) -> int:
     from gpt.inference.sample import SamplingConfig
     from gpt.seq2seq import data as D
     from gpt.seq2seq.decode import translate_ids
+    from autograd.threads import apply_threads
     from gpt.seq2seq.train import load_run
 
     model = load_run(args.run, task="translate")
+    apply_threads()
     if args.inputs:
         sources = [D.parse_source(text)[1] for text in args.inputs]
     else:

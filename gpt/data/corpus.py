@@ -1,10 +1,12 @@
 """The built-in corpus of `gpt train` with no arguments: the Python standard library's sources.
 
-It needs no download: the running interpreter's own `.py` files (bpe.files.corpus finds them). A
-fixed-seed shuffle picks files from every corner of the library up to a character budget, so
-the tokenizer and the model see varied code and the preparation takes seconds. The prepared
-folder is cached under `runs/_data/` keyed by everything that shapes it, so a second run skips
-the tokenizer and the encoding.
+It needs no download: the running interpreter's own `.py` files (bpe.files.corpus finds them),
+less what teaches little about Python and much about numbers (the rule is `is_teaching_source`):
+tests and their data, generated tables and code pages, very large files. A fixed-seed shuffle
+picks files from every corner of what is left up to a character budget, so the tokenizer and
+the model see varied code and the preparation takes seconds. The prepared folder is cached
+under `runs/_data/` keyed by everything that shapes it, so a second run skips the tokenizer and
+the encoding.
 """
 from __future__ import annotations
 
@@ -14,26 +16,42 @@ import random
 import sys
 from pathlib import Path
 
-DEFAULT_MAX_CHARS = 3_000_000
-TOKENIZER_MAX_CHARS = 1_500_000
+# All that is_teaching_source keeps (about 9.5 MB on CPython 3.11): encoding it takes seconds,
+# and a tokenizer trained on all of it packs more bytes into a token than one trained on a part.
+DEFAULT_MAX_CHARS = 10_000_000
+# Folders of tests and test data, of generated code-page tables (encodings) and of pydoc's
+# generated topic text: they teach little about Python and much about numbers and byte strings.
+SKIPPED_FOLDERS = frozenset({"test", "tests", "idle_test", "encodings", "pydoc_data"})
+MAX_FILE_BYTES = 200_000    # the few larger files would fill a slice alone
+MAX_DIGIT_SHARE = 0.05      # above this a file is mostly a table of numbers (stringprep, entities)
+
+
+def is_teaching_source(path: Path) -> bool:
+    """Whether a standard-library file belongs in the default corpus: not in a test, test-data or
+    generated folder, not a test* module, at most MAX_FILE_BYTES, ASCII digits at most
+    MAX_DIGIT_SHARE of its bytes."""
+    if SKIPPED_FOLDERS.intersection(path.parts[:-1]) or path.name.startswith("test"):
+        return False
+    try:
+        data = path.read_bytes() if 0 < path.stat().st_size <= MAX_FILE_BYTES else b""
+    except OSError:
+        return False
+    return bool(data) and sum(data.count(d) for d in b"0123456789") <= MAX_DIGIT_SHARE * len(data)
 
 
 def default_files(max_chars: int = DEFAULT_MAX_CHARS, seed: int = 0) -> list[Path]:
-    """Standard-library source files, shuffled with `seed`, about `max_chars` characters in all."""
+    """Standard-library source files kept by is_teaching_source, shuffled with `seed`, about
+    `max_chars` characters (bytes) in all."""
     from bpe import default_corpus_files
 
-    # encodings/ is mostly generated code-page tables: little to learn about Python there.
-    files = sorted(Path(p) for p in default_corpus_files() if "encodings" not in Path(p).parts)
+    files = sorted(p for p in map(Path, default_corpus_files()) if is_teaching_source(p))
     if not files:
         raise RuntimeError("found no Python standard-library sources to train on; give --input PATH")
     random.Random(seed).shuffle(files)
     chosen, total = [], 0
     for f in files:
-        size = f.stat().st_size
-        if size == 0:
-            continue
         chosen.append(f)
-        total += size
+        total += f.stat().st_size
         if total >= max_chars:
             break
     return chosen
@@ -45,14 +63,14 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
     """A prepared data folder of the default corpus (made now, or found in the cache)."""
     from gpt.data.folder import INCOMPLETE_FILE, META_FILE
     from gpt.data.prepare import prepare
-    from gpt.files import FolderLock
+    from bpe.files.lock import FolderLock
 
     max_chars = max_chars or DEFAULT_MAX_CHARS
     files = default_files(max_chars)
     key_src = json.dumps({"python": sys.version, "files": [str(f) for f in files],
                           "sizes": [f.stat().st_size for f in files], "vocab_size": vocab_size,
                           "char": char, "max_chars": max_chars, "val_fraction": val_fraction,
-                          "format": 1})
+                          "format": 2})
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
     out = Path(runs_root) / "_data" / f"stdlib-{'char' if char else vocab_size}-{key}"
     # Runs started together share the cache: one prepares it, the others wait and reuse it.
@@ -63,8 +81,8 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
             return out
         if verbose:
             print(f"data: {len(files)} files of the Python standard library "
-                  f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB) -> {out}")
+                  f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB; no tests, generated tables "
+                  f"or number-heavy files) -> {out}")
         prepare(files, out, vocab_size=vocab_size, char=char, val_fraction=val_fraction,
-                workers=workers, max_chars=max_chars,
-                tokenizer_max_chars=min(max_chars, TOKENIZER_MAX_CHARS), verbose=verbose)
+                workers=workers, max_chars=max_chars, verbose=verbose)
     return out

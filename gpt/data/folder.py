@@ -8,6 +8,7 @@ A data folder holds
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from pathlib import Path
@@ -31,23 +32,28 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 # ---- tokenizers -----------------------------------------------------------------------------
 def load_tokenizer(path: str | os.PathLike):
-    """Our bpe JSON tokenizer, a character-level table, or nanoGPT's meta.pkl, whichever the file holds."""
+    """A character-level table, nanoGPT's meta.pkl, or any tokenizer bpe reads (our JSON, a
+    .tiktoken, a Hugging Face tokenizer.json), whichever the file holds; a folder (a run of ours,
+    a Hugging Face model) is read for its tokenizer file."""
+    from bpe import Tokenizer
+    from bpe.files.any_tokenizer import kind_of, load_any
+    from gpt.data.char_tokenizer import FORMAT, CharTokenizer
+
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir() and (path / TOKENIZER_FILE).is_file():  # a run folder's may be a character table
+        path = path / TOKENIZER_FILE
+    if not path.exists():
         raise FileNotFoundError(f"tokenizer file {str(path)!r} does not exist")
     if path.name == NANOGPT_META:
         return _nanogpt_tokenizer(path)
-    try:
-        head = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        head = None
-    from gpt.data.char_tokenizer import FORMAT, CharTokenizer
-
-    if isinstance(head, dict) and head.get("format") == FORMAT:
-        return CharTokenizer.from_dict(head, str(path))
-    from bpe import Tokenizer
-
-    return Tokenizer.load(path)
+    if path.is_file() and kind_of(path) == "json":  # ours, or gpt's character table
+        try:
+            head = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            head = None
+        if isinstance(head, dict) and head.get("format") == FORMAT:
+            return CharTokenizer.from_dict(head, str(path))
+    return load_any(Tokenizer, path)
 
 
 def tokenizer_text(path: str | os.PathLike) -> str:
@@ -98,6 +104,56 @@ def eot_id(tok) -> int | None:
     except Exception:
         return None
     return ids[0] if len(ids) == 1 else None
+
+
+def same_ids(a, b) -> bool:
+    """Whether ids mean the same text under tokenizers `a` and `b` (bpe Tokenizers, character
+    tables): every id of the smaller vocabulary decodes to the same bytes. True when either is None
+    (nothing to compare: a data folder of bare ids)."""
+    if a is None or b is None:
+        return True
+    n = min(int(a.vocab_size), int(b.vocab_size))
+    return all(_id_bytes(a, i) == _id_bytes(b, i) for i in range(n))
+
+
+def _id_bytes(tok, i: int) -> bytes | None:
+    try:  # None for an id the tokenizer leaves unused (a gap before its special tokens)
+        return tok.decode_bytes([i]) if hasattr(tok, "decode_bytes") else tok.decode([i]).encode("utf-8")
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def describe_tokenizer(tok, source: str | None = None) -> str:
+    """'a BPE tokenizer of 1000 ids (runs/a/tokenizer.json)', for messages that name one."""
+    kind = "character table" if not hasattr(tok, "decode_bytes") else "BPE tokenizer"
+    return f"a {kind} of {int(tok.vocab_size)} ids" + (f" ({source})" if source else "")
+
+
+# ---- bits per byte --------------------------------------------------------------------------
+def split_bytes(meta: dict, split: str, tokens: np.ndarray, tok=None) -> int | None:
+    """UTF-8 bytes of the text behind a split: the count `gpt prepare` wrote in meta.json, else
+    the bytes `tok` decodes the ids to (end-of-text tokens left out), else None. tokens: (N,) ids."""
+    if isinstance(meta.get(f"{split}_bytes"), int):
+        return meta[f"{split}_bytes"]
+    if tok is None:
+        return None
+    ids = np.asarray(tokens)
+    eot = meta.get("eot_id")
+    if eot is not None:
+        ids = ids[ids != eot]
+    n, step = 0, 1 << 20  # in blocks: a large split never becomes one Python list
+    for lo in range(0, len(ids), step):
+        part = ids[lo:lo + step].tolist()
+        n += len(tok.decode_bytes(part)) if hasattr(tok, "decode_bytes") else len(tok.decode(part).encode())
+    return n
+
+
+def bits_per_byte(loss: float, n_tokens: int, n_bytes: int | None) -> float | None:
+    """A mean loss in nats per token as bits per byte of text (comparable across tokenizers):
+    loss x tokens / bytes / ln 2; None without a byte count."""
+    if not n_bytes:
+        return None
+    return loss * n_tokens / n_bytes / math.log(2)
 
 
 # ---- reading a data folder ------------------------------------------------------------------

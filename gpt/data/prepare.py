@@ -25,7 +25,8 @@ import numpy as np
 
 from bpe.files.atomic import atomic_write_text
 from bpe.files.corpus import BLOCK_BYTES, expand_inputs, read_blocks
-from gpt.files import FolderLock
+from bpe.workers import default_workers
+from bpe.files.lock import FolderLock
 
 from gpt.data.folder import EOT, INCOMPLETE_FILE, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
 
@@ -102,25 +103,31 @@ def _encode_piece(text: str) -> np.ndarray:
 
 
 def _encoded(pieces: Iterable[tuple[int, str, bool]], tokenizer_path: str,
-             workers: int) -> Iterator[tuple[int, np.ndarray, bool]]:
-    """Encode pieces in order; in `workers` processes with a bounded number in flight."""
+             workers: int) -> Iterator[tuple[int, np.ndarray, bool, int]]:
+    """(doc, ids, last, UTF-8 bytes of the text) of each piece in order; encoded in `workers`
+    processes with a bounded number in flight."""
     if workers <= 1:
         _init_worker(tokenizer_path)
         for doc, text, last in pieces:
-            yield doc, _encode_piece(text), last
+            yield doc, _encode_piece(text), last, _utf8_bytes(text)
         return
     import multiprocessing as mp
 
     with mp.get_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer_path,)) as pool:
         pending: collections.deque = collections.deque()
         for doc, text, last in pieces:
-            pending.append((doc, pool.apply_async(_encode_piece, (text,)), last))
+            pending.append((doc, pool.apply_async(_encode_piece, (text,)), last, _utf8_bytes(text)))
             if len(pending) >= 2 * workers:  # bounded: a corpus larger than memory streams
-                d, res, l = pending.popleft()
-                yield d, res.get(), l
+                d, res, l, n = pending.popleft()
+                yield d, res.get(), l, n
         while pending:
-            d, res, l = pending.popleft()
-            yield d, res.get(), l
+            d, res, l, n = pending.popleft()
+            yield d, res.get(), l, n
+
+
+def _utf8_bytes(text: str) -> int:
+    """Bytes of `text` in UTF-8 (what bits per byte divide by); lone surrogates count as 3."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _temp_file(folder: Path, name: str) -> Path:
@@ -183,7 +190,7 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
         tok = tokenizer
     tok.save(str(out / TOKENIZER_FILE))
     V, eot = int(tok.vocab_size), eot_id(tok)
-    workers = max(1, min(os.cpu_count() or 1, 8)) if workers is None else max(1, int(workers))
+    workers = min(default_workers(), 8) if workers is None else max(1, int(workers))  # bpe's count, capped
     blocks = iter_documents(files, max_chars, block_bytes, getattr(tok, "pattern", None))
     stats = _write_splits(out, _encoded(blocks, str(out / TOKENIZER_FILE), workers), V, eot, val_fraction,
                           verbose)
@@ -198,12 +205,12 @@ def _write_splits(out: Path, encoded, V: int, eot: int | None, val_fraction: flo
     """Stream (doc, ids, last) into train.bin and val.bin (temp files, renamed when complete)."""
     dtype, tty = token_dtype(V), sys.stderr.isatty()  # a live count on a terminal; one line in a log
     tmp = {s: _temp_file(out, f"{s}.bin") for s in SPLITS}
-    counts = {s: 0 for s in SPLITS}
+    counts, n_bytes = {s: 0 for s in SPLITS}, {s: 0 for s in SPLITS}
     n_docs, t0 = 0, time.perf_counter()
     try:
         with open(tmp["train"], "wb") as ftrain, open(tmp["val"], "wb") as fval:
             handles = {"train": ftrain, "val": fval}
-            for doc, ids, last in encoded:
+            for doc, ids, last, size in encoded:
                 split = "val" if _is_val_doc(doc, val_fraction) else "train"
                 if last and eot is not None:
                     ids = np.append(ids, eot)
@@ -211,16 +218,20 @@ def _write_splits(out: Path, encoded, V: int, eot: int | None, val_fraction: flo
                     raise ValueError(f"tokenizer produced id {int(ids.max())} >= vocab_size {V}")
                 handles[split].write(ids.astype(dtype).tobytes())
                 counts[split] += ids.size
+                n_bytes[split] += size
                 n_docs = max(n_docs, doc + 1)
                 if verbose and tty and last and doc % 200 == 0:
                     rate = sum(counts.values()) / max(time.perf_counter() - t0, 1e-9)
-                    print(f"\rprepare: {doc + 1} documents, {rate / 1e3:.0f} k tokens/s",
+                    print(f"\rprepare: {doc + 1} document{'s' if doc else ''}, {rate / 1e3:.0f} k tokens/s",
                           end="", file=sys.stderr, flush=True)
             for f in handles.values():
                 f.flush()
                 os.fsync(f.fileno())
         if counts["val"] == 0 or counts["train"] == 0:
             _move_tail_to_val(tmp, counts, dtype, val_fraction)
+            total = sum(n_bytes.values())  # a token split: the bytes go with their share of tokens
+            n_bytes["val"] = round(total * counts["val"] / (counts["train"] + counts["val"]))
+            n_bytes["train"] = total - n_bytes["val"]
         for s in SPLITS:
             os.replace(tmp[s], out / f"{s}.bin")
     finally:
@@ -228,9 +239,11 @@ def _write_splits(out: Path, encoded, V: int, eot: int | None, val_fraction: flo
             if p.exists():
                 p.unlink()
     if verbose:
-        print(f"{chr(13) if tty else ''}prepare: {n_docs} documents -> {counts['train']:,} train + "
+        print(f"{chr(13) if tty else ''}prepare: {n_docs} document{'s' if n_docs != 1 else ''} -> "
+              f"{counts['train']:,} train + "
               f"{counts['val']:,} val tokens in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return {"train_tokens": counts["train"], "val_tokens": counts["val"], "documents": n_docs}
+    return {"train_tokens": counts["train"], "val_tokens": counts["val"], "documents": n_docs,
+            "train_bytes": n_bytes["train"], "val_bytes": n_bytes["val"]}
 
 
 def _move_tail_to_val(tmp: dict, counts: dict, dtype: np.dtype, val_fraction: float) -> None:

@@ -20,6 +20,12 @@ call `retain_grad()` on them before `backward()`:
     mid        (B, T, C)  the stream between the two sublayers
     mlp_out    (B, T, C)  the feed-forward branch's contribution
     output     (B, T, C)  the stream leaving the block
+
+Inspection hooks (gpt/inspect/hooks.py, which lists every name): `block.hook`, like the hook of
+each layer inside, is None or a function (name, Tensor) -> Tensor; while it is set the block runs
+layer by layer and passes HOOKS through it (the attention's and MLP's outputs before they join
+the stream, and the stream at each stage), so an inspection reads or replaces them.
+mlp="none" builds no feed-forward sublayer and no ln_2 (attention-only blocks).
 """
 from __future__ import annotations
 
@@ -43,9 +49,11 @@ def make_norm(cfg: GPTConfig) -> nn.Module:
     raise ValueError(f"no norm layer for norm={cfg.norm!r}")
 
 
-def make_mlp(cfg: GPTConfig) -> nn.Module:
-    """The feed-forward sublayer of `cfg.mlp`: SwiGLU, MoE, or an MLP whose activation is named
-    by the choice itself (gelu, relu2: any name nn.activation knows)."""
+def make_mlp(cfg: GPTConfig) -> nn.Module | None:
+    """The feed-forward sublayer of `cfg.mlp`: SwiGLU, MoE, None for "none", or an MLP whose
+    activation is named by the choice itself (gelu, relu2: any name nn.activation knows)."""
+    if cfg.mlp == "none":
+        return None
     if cfg.mlp == "swiglu":
         return nn.SwiGLU(cfg.n_embd, cfg.hidden, bias=cfg.bias)
     if cfg.mlp == "moe":
@@ -62,6 +70,9 @@ def _norm_spec(norm) -> tuple:
 class Block(nn.Module):
     """x (B, T, C) -> (B, T, C); see the module docstring for the variants."""
 
+    HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+    hook = None
+
     def __init__(self, cfg: GPTConfig, rope=None):
         super().__init__()
         self.ln_1 = make_norm(cfg)
@@ -69,8 +80,8 @@ class Block(nn.Module):
                                           causal=True, rope=rope, qk_norm=cfg.qk_norm,
                                           norm_eps=cfg.norm_eps, n_kv_head=cfg.n_kv_head,
                                           qkv_bias=cfg.has_qkv_bias)
-        self.ln_2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
+        self.ln_2 = None if self.mlp is None else make_norm(cfg)
         self.mlp_drop = nn.Dropout(cfg.dropout)  # the attention applies its own residual dropout
         self.prenorm = cfg.prenorm
         self.residual = cfg.residual
@@ -85,21 +96,29 @@ class Block(nn.Module):
             return mlp_op.gelu_mlp(x, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias,
                                    norm=_norm_spec(self.ln_2), residual=True)
 
+        point = self._point
+
         def attn(h):
-            return self.attn(h, kv_cache=kv_cache, pos_offset=pos_offset)
+            return point("hook_attn_out", self.attn(h, kv_cache=kv_cache, pos_offset=pos_offset))
 
         def mlp(h):
-            return self.mlp_drop(self.mlp(h))
+            return point("hook_mlp_out", self.mlp_drop(self.mlp(h)))
 
-        return self._wire(x, self.ln_1, attn, self.ln_2, mlp, self.record)
+        return self._wire(point("hook_resid_pre", x), self.ln_1, attn, self.ln_2, mlp, self.record)
+
+    def _point(self, name: str, x):
+        """x through the inspection hook of `name`, or x itself when no hook is set."""
+        return x if self.hook is None else self.hook(name, x)
 
     def _fuses(self, x) -> bool:
         """Whether forward runs as the two ops x + attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/
-        ops/prenorm.py): pre-norm with the skip, no record to fill, LayerNorm or RMSNorm, no
-        dropout at work, no forward hook on a layer inside, and both sublayers' own fused ops
-        applying (plain causal attention and a GELU-tanh MLP on NumPy arrays of one dtype)."""
+        ops/prenorm.py): pre-norm with the skip, no record to fill or hook to call, LayerNorm or
+        RMSNorm, no dropout at work, no forward hook on a layer inside, and both sublayers' own fused ops
+        applying (plain causal attention and a GELU-tanh MLP on NumPy arrays of one dtype, or on
+        CuPy arrays through their GPU forms: autograd/ops/prenorm.py's on_device)."""
         ln_1, ln_2, mlp = self.ln_1, self.ln_2, self.mlp
-        if not (self.prenorm and self.residual and self.record is None and isinstance(mlp, nn.MLP)
+        if not (self.prenorm and self.residual and self.record is None and self.hook is None
+                and isinstance(mlp, nn.MLP)
                 and all(isinstance(n, (nn.LayerNorm, nn.RMSNorm)) for n in (ln_1, ln_2))
                 and x.ndim == 3 and x.shape[-1] == ln_1.dim):
             return False
@@ -109,7 +128,10 @@ class Block(nn.Module):
         if any_forward_hooks() and any(m._forward_hooks for m in self.modules() if m is not self):
             return False
         norms = [p.data for p in ln_1.parameters()] + [p.data for p in ln_2.parameters()]
-        return host_floats(x.data, *norms) and self.attn._fused(x, None) and mlp._fused(x)
+        from autograd.ops.prenorm import on_device
+
+        return ((host_floats(x.data, *norms) or on_device(x.data, *norms))
+                and self.attn._fused(x, None) and mlp._fused(x))
 
     def step(self, x, kv_cache, pos: int):
         """forward of one new position per row on raw arrays, eval mode (no graph; see
@@ -117,6 +139,8 @@ class Block(nn.Module):
         record (a step fills none) or a closure per call: a decode step's cost is its calls."""
         pre, res = self.prenorm, self.residual
         x = sublayer(x, self.ln_1.step, self.attn.step, pre, res, (kv_cache, pos))[1]
+        if self.mlp is None:
+            return x
         return sublayer(x, self.ln_2.step, self.mlp.step, pre, res)[1]
 
     def _wire(self, x, ln_1, attn, ln_2, mlp, rec):
@@ -124,9 +148,14 @@ class Block(nn.Module):
         if rec is not None:
             rec["input"] = x
         a, x = sublayer(x, ln_1, attn, self.prenorm, self.residual)
+        if self.mlp is None:  # attention-only
+            if rec is not None:
+                rec["attn_out"], rec["mid"], rec["output"] = a, x, x
+            return self._point("hook_resid_post", x)
+        x = self._point("hook_resid_mid", x)
         if rec is not None:
             rec["attn_out"], rec["mid"] = a, x
         m, x = sublayer(x, ln_2, mlp, self.prenorm, self.residual)
         if rec is not None:
             rec["mlp_out"], rec["output"] = m, x
-        return x
+        return self._point("hook_resid_post", x)

@@ -11,7 +11,8 @@ Variant semantics (what the model builds for each field):
 - mlp: "gelu" (c_fc d -> hidden -> c_proj, GPT-2), "relu2" (the same with relu(x)**2, the
   modded-nanoGPT speedrun's), "swiglu" (gate and up fused in c_fc),
   "moe" (`n_experts` GELU MLPs and a router picking `moe_top_k` per token; the router's
-  load-balancing loss is added to the training loss times `moe_aux_coef`).
+  load-balancing loss is added to the training loss times `moe_aux_coef`), "none" (no
+  feed-forward sublayer and no ln_2: an attention-only model, as in the induction-head study).
 - n_kv_head: heads of keys and values (grouped-query attention, Ainslie et al. 2023); each
   group of n_head / n_kv_head query heads shares one. None means n_head (multi-head), 1 is
   multi-query. c_attn then maps C -> C + 2 x n_kv_head x head_dim, and the KV cache holds
@@ -42,7 +43,7 @@ from nn.mlp import swiglu_hidden
 
 POS_CHOICES = ("learned", "sinusoidal", "rope")
 NORM_CHOICES = ("layernorm", "rmsnorm")
-MLP_CHOICES = ("gelu", "swiglu", "moe", "relu2")
+MLP_CHOICES = ("gelu", "swiglu", "moe", "relu2", "none")
 _REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 
 
@@ -201,6 +202,8 @@ class GPTConfig:
     def mlp_params(self) -> int:
         """One feed-forward sublayer (all experts and the router for "moe")."""
         C, H, b = self.n_embd, self.hidden, int(self.bias)
+        if self.mlp == "none":
+            return 0
         if self.mlp == "swiglu":
             return C * 2 * H + b * 2 * H + H * C + b * C
         gelu = C * H + b * H + H * C + b * C
@@ -218,7 +221,7 @@ class GPTConfig:
             "embeddings": V * C + (self.block_size * C if self.pos == "learned" else 0),
             "attention": L * self.attn_params(),
             "mlp": L * self.mlp_params(),
-            "norms": (2 * L + int(self.has_ln_f)) * self.norm_params(),
+            "norms": ((1 + int(self.mlp != "none")) * L + int(self.has_ln_f)) * self.norm_params(),
             "output": 0 if self.tie_weights else V * C,
         }
 
@@ -245,15 +248,7 @@ class GPTConfig:
         """Build a config from a dict such as `to_dict()` wrote; unknown or missing keys are errors."""
         if not isinstance(d, dict):
             raise TypeError(f"GPTConfig.from_dict expects a dict, got {type(d).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            hints = []
-            for key in unknown:
-                hints.append(f"{key!r}{did_you_mean(key, known)}")
-            raise ValueError(
-                f"unknown GPTConfig key(s): {', '.join(hints)}; known keys: {', '.join(sorted(known))}"
-            )
+        check_keys_known(cls, d)
         missing = [k for k in _REQUIRED if k not in d]
         if missing:
             raise ValueError(f"GPTConfig is missing required key(s): {', '.join(missing)}")
@@ -270,6 +265,27 @@ class GPTConfig:
         if name not in PRESETS:
             raise ValueError(f"unknown GPT preset {name!r}; available: {', '.join(PRESETS)}")
         return cls.from_dict({**PRESETS[name], **overrides})
+
+
+def check_keys_known(cls, d: dict[str, Any]) -> None:
+    """Refuse the keys of `d` that are not fields of the dataclass `cls`, each with a hint."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        hints = ", ".join(f"{key!r}{did_you_mean(key, known)}" for key in unknown)
+        raise ValueError(f"unknown {cls.__name__} key(s): {hints}; known keys: {', '.join(sorted(known))}")
+
+
+class DictConfig:
+    """to_dict / from_dict for a settings dataclass whose fields need no checks beyond its own."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        check_keys_known(cls, d)
+        return cls(**d)
 
 
 def did_you_mean(key: str, options) -> str:

@@ -37,6 +37,9 @@ def _id_range(ids) -> tuple[int, int]:
 
 
 class GPT(nn.Module):
+    HOOKS = ("hook_embed", "hook_pos_embed")  # see gpt/inspect/hooks.py
+    hook = None
+
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         if not isinstance(cfg, GPTConfig):
@@ -117,6 +120,20 @@ class GPT(nn.Module):
     def records(self) -> list:
         """Per block, the dict of activations of the last forward (see gpt/model/block.py)."""
         return [block.record for block in self.transformer.h]
+
+    def run_with_cache(self, ids: Any, names: Any = None) -> tuple:
+        """(logits (B, T, V), {hook name: array}) of one forward of ids (B, T) without a graph,
+        every hook point or those of `names`; gpt/inspect/hooks.py lists the names and shapes."""
+        from gpt.inspect.hooks import run_with_cache
+
+        return run_with_cache(self, ids, names)
+
+    def run_with_hooks(self, ids: Any, hooks: Any = ()):
+        """logits (B, T, V) of one forward of ids with hooks=[(name, fn)], fn(act, name) -> array
+        or None reading or replacing an activation; removed afterwards (gpt/inspect/hooks.py)."""
+        from gpt.inspect.hooks import run_with_hooks
+
+        return run_with_hooks(self, ids, hooks)
 
     def report(self, dtype: Any = None) -> str:
         """Parameter breakdown, weights and KV-cache bytes per token (gpt/model/report.py)."""
@@ -207,8 +224,12 @@ class GPT(nn.Module):
             raise ValueError(f"expected one KV cache per layer ({cfg.n_layer}), got {len(kv_caches)}")
         t = self.transformer
         x = autograd.embedding(t.wte.weight, idx, check_range=False)  # (B, T, C); ids checked in _as_ids
+        hook = self.hook
+        if hook is not None:
+            x = hook("hook_embed", x)
         if cfg.pos != "rope":  # learned or sinusoidal rows; RoPE rotates q and k inside attention
-            x = self._add_positions(x, t.wpe(T, offset=pos_offset))  # (T, C) broadcast over B
+            rows = t.wpe(T, offset=pos_offset)  # (T, C) broadcast over B
+            x = self._add_positions(x, rows if hook is None else hook("hook_pos_embed", rows))
         x = t.drop(x)
         for i, block in enumerate(t.h):
             x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)

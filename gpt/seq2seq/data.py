@@ -4,7 +4,9 @@
 Tokens are whole words and single characters of one shared vocabulary (`VOCAB`): the specials,
 the digits and the comma, and the 30 number words. A number is held out (never trained on) when
 a hash of it falls in 1 of `HELD_OUT_EVERY` buckets, so held-out accuracy measures translation of
-numbers the model has not seen.
+numbers the model has not seen; 0 never is, since it is the only number with the word "zero"
+(every word of the vocabulary is trained on). Inputs are whole numbers 0..999,999, in digits
+(342017, or 342,017 with every comma a thousands separator) or in the words this module writes.
 
 Translation examples carry their direction as the first source token (as multilingual systems
 tag the target language): <to_words> 3 4 2 , 0 1 7  ->  three hundred forty two thousand seventeen
@@ -13,6 +15,7 @@ with <bos>.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +31,9 @@ IGNORE = -100  # a target the loss skips (autograd.cross_entropy's default ignor
 MAX_NUMBER = 999_999
 HELD_OUT_EVERY = 20
 DIRECTIONS = ("to_words", "to_digits")
+INPUT_RULE = (f"a whole number 0..{MAX_NUMBER:,} in digits (342017 or 342,017) or in English words "
+              "as the translator writes them (three hundred forty two thousand seventeen)")
+_DIGITS = re.compile(r"\d+|\d{1,3}(,\d{3})+")
 
 
 def _below_thousand(n: int) -> list[str]:
@@ -81,20 +87,43 @@ def decode(ids) -> str:
 
 
 def parse_source(text: str) -> tuple[str, list[int]]:
-    """A user's input -> (direction, source ids): '342017' or '342,017' -> to_words; 'three hundred' -> to_digits."""
-    s = text.strip().lower().replace("-", " ")
-    if s.replace(",", "").isdigit():
+    """A user's input -> (direction, source ids): '342017' or '342,017' -> to_words; 'three hundred'
+    (or 'Forty-two') -> to_digits. Anything else (empty, negative, '1,2,3', 'thousand', a number
+    past MAX_NUMBER) is a ValueError that states INPUT_RULE."""
+    s = text.strip().lower()
+    if _DIGITS.fullmatch(s):
         n = int(s.replace(",", ""))
         if n > MAX_NUMBER:
-            raise ValueError(f"{text!r}: numbers must be in 0..{MAX_NUMBER:,}")
+            raise ValueError(f"{text!r} is past {MAX_NUMBER:,}: give {INPUT_RULE}")
         return "to_words", [TO_WORDS] + encode(number_to_digits(n))
-    return "to_digits", [TO_DIGITS] + encode(s.split())
+    words = s.replace("-", " ").split()
+    unknown = [w for w in words if w not in UNITS + TENS + ["hundred", "thousand"]]
+    if unknown:
+        raise ValueError(f"{text!r}: unknown token {unknown[0]!r}: give {INPUT_RULE}")
+    if words and words_to_number(words) is not None:
+        return "to_digits", [TO_DIGITS] + encode(words)
+    raise ValueError(f"{text!r} is not a number the translator reads: give {INPUT_RULE}")
+
+
+def words_to_number(words: list[str]) -> int | None:
+    """The number whose words (number_to_words) are exactly `words`, or None."""
+    total, group = 0, 0
+    for w in words:
+        if w == "thousand":
+            total, group = group * 1000, 0
+        elif w == "hundred":
+            group *= 100
+        else:
+            group += UNITS.index(w) if w in UNITS else 20 + 10 * TENS.index(w)
+    n = total + group
+    return n if n <= MAX_NUMBER and number_to_words(n) == words else None
 
 
 def held_out(n: np.ndarray | int) -> np.ndarray | bool:
     """Whether number n belongs to the held-out split (a fixed hash, the same on every machine)."""
-    h = (np.asarray(n, dtype=np.uint64) * np.uint64(2654435761)) % np.uint64(2 ** 32)
-    return (h >> np.uint64(7)) % np.uint64(HELD_OUT_EVERY) == 0
+    n = np.asarray(n, dtype=np.uint64)
+    h = (n * np.uint64(2654435761)) % np.uint64(2 ** 32)
+    return ((h >> np.uint64(7)) % np.uint64(HELD_OUT_EVERY) == 0) & (n != 0)  # 0: the only "zero"
 
 
 def sample_numbers(rng: np.random.Generator, count: int, split: str = "train", unique: bool = False) -> np.ndarray:

@@ -18,7 +18,7 @@ classification head: tanh(pooler(h at position 0, the <cls> token)) -> classifie
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,10 +26,11 @@ import numpy as np
 import autograd
 import nn
 from autograd import Tensor, backend
+from gpt.model.config import DictConfig
 
 
 @dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(DictConfig):
     """Sizes of the translator (PyTorch's nn.Transformer names) and of the encoder-only model
     (which reads vocab_size .. pad_id and num_encoder_layers, plus n_classes)."""
 
@@ -56,16 +57,6 @@ class Seq2SeqConfig:
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} is outside the vocabulary [0, {self.vocab_size})")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Seq2SeqConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown Seq2SeqConfig field(s): {', '.join(unknown)}")
-        return cls(**d)
 
 
 def _ids(ids: Any, cfg: Seq2SeqConfig, what: str, device: str):

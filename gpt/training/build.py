@@ -34,10 +34,11 @@ def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root:
                             val_fraction=cfg.val_fraction, workers=cfg.workers)
 
 
-def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any, Any, Any]:
-    """(GPTConfig, GPT in train mode on cfg.device, mixed-precision wrapper or None, AdamW)."""
+def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=None) -> tuple[Any, Any, Any, Any]:
+    """(GPTConfig, GPT in train mode on cfg.device, mixed-precision wrapper or None, AdamW).
+    data_tokenizer: the tokenizer of the data, which --init-from's model must share."""
     from autograd import keep_freed_memory, manual_seed
-    from gpt.training.threads import apply_threads
+    from autograd.threads import apply_threads
     from gpt.model.config import GPTConfig
     from gpt.model.gpt import GPT
     from nn.amp import configure
@@ -45,7 +46,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
 
     init_state = None
     if cfg.init_from:  # fine-tuning: the model is the pretrained one, only dropout changes
-        model_cfg, init_state = init_model(cfg, vocab_size)
+        model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer)
     else:
         model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
     keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
@@ -69,11 +70,18 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None) -> tuple[Any, Any,
     return model_cfg, model, amp, optimizer
 
 
-def init_model(cfg: TrainConfig, vocab_size: int):
-    """(GPTConfig, state_dict) of --init-from, checked against the data and the block size."""
+def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None):
+    """(GPTConfig, state_dict) of --init-from, checked against the data (its vocabulary and
+    tokenizer: ids must mean the same text) and the block size."""
+    from gpt.data.folder import describe_tokenizer, same_ids
     from gpt.pretrained import load_init
 
-    model_cfg, state, _ = load_init(cfg.init_from)
+    model_cfg, state, model_tok = load_init(cfg.init_from)
+    if not same_ids(model_tok, data_tokenizer):
+        raise ValueError(f"the data was written by {describe_tokenizer(data_tokenizer, 'the data folder')} and the "
+                         f"--init-from model reads {describe_tokenizer(model_tok, cfg.init_from)}: their ids "
+                         "mean different text; prepare the data with the model's own tokenizer "
+                         f"(gpt prepare --tokenizer {cfg.init_from})")
     if vocab_size > model_cfg.vocab_size:
         raise ValueError(f"the data's vocabulary has {vocab_size} ids but the --init-from model only "
                          f"{model_cfg.vocab_size}: prepare the data with the model's own tokenizer")

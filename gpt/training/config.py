@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpt.data.corpus import DEFAULT_MAX_CHARS
 from gpt.inference.sample import from_options, options as sampling_settings
 from gpt.model.config import GPTConfig, did_you_mean, settings as model_settings
 from nn.amp import PRECISIONS
 
 # The model's settings are GPTConfig's own fields (names, types, help, choices and checks, read
-# from gpt.model.config); training only picks defaults small enough for a laptop CPU. The closing
+# from gpt.model.config); training only picks defaults small enough for a laptop CPU (chosen with
+# the optimisation defaults by a sweep at a fixed budget: docs/benchmarks.md). The closing
 # samples' settings are SamplingConfig's fields, with the defaults `gpt sample` has.
-MODEL_DEFAULTS = {"vocab_size": 2048, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128}
+MODEL_DEFAULTS = {"vocab_size": 4096, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128}
 MODEL_HELP = {"vocab_size": "vocabulary size of a trained tokenizer (a --data folder sets its own)"}
 MODEL_KEYS = tuple(s.name for s in model_settings())
 # Settings a resumed run may not change: they would change the model or the data it reads.
@@ -50,14 +52,14 @@ class _RunSettings:
     tokenizer: str | None = _f(None, "tokenizer file for --input (default: train one)", str, "data")
     char: bool = _f(False, "character-level ids instead of BPE (nanoGPT's shakespeare_char)", bool, "data")
     max_chars: int | None = _f(None, "read at most this many characters of input (default: all of "
-                               "--input; 3,000,000 of the default corpus)", int, "data")
+                               f"--input; {DEFAULT_MAX_CHARS:,} of the default corpus)", int, "data")
     val_fraction: float = _f(0.1, "fraction of documents held out for validation", float, "data")
     workers: int | None = _f(None, "tokenizer worker processes (default: all cores, at most 8)", int, "data")
 
     # optimisation
     batch_size: int = _f(16, "sequences per micro-batch B", int, "optim")
     grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
-    max_steps: int = _f(800, "optimizer steps to train for", int, "optim")
+    max_steps: int = _f(900, "optimizer steps to train for", int, "optim")
     lr: float = _f(3e-3, "peak learning rate", float, "optim")
     min_lr: float = _f(3e-4, "final learning rate of the cosine decay", float, "optim")
     warmup_steps: int = _f(50, "linear warmup steps", int, "optim")
@@ -111,21 +113,21 @@ class _Methods:
                      "checkpoint_interval", "lr_decay_steps", "workers"):
             value = getattr(self, name, None)
             if value is not None and value < 1:
-                errors.append(f"{_flag(name)} must be >= 1, got {value}")
+                errors.append(f"{flag(name)} must be >= 1, got {value}")
         for name in ("max_steps", "warmup_steps", "samples", "sample_tokens", "grad_clip", "weight_decay",
                      "min_lr", "max_chars"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                errors.append(f"{_flag(name)} must be >= 0, got {value}")
+                errors.append(f"{flag(name)} must be >= 0, got {value}")
         for name in ("lr", "time_budget", "peak_flops", "eps"):
             value = getattr(self, name)
             if value is not None and not value > 0:
-                errors.append(f"{_flag(name)} must be > 0, got {value}")
+                errors.append(f"{flag(name)} must be > 0, got {value}")
         if not 0.0 < self.val_fraction < 1.0:
             errors.append(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
         for name in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                errors.append(f"{_flag(name)} must be in [0, 1), got {getattr(self, name)}")
+                errors.append(f"{flag(name)} must be in [0, 1), got {getattr(self, name)}")
         if self.init_from and self.resume:
             errors.append("give either --init-from (a fresh fine-tune) or --resume (continue a run), not both")
         if self.data and self.input:
@@ -135,7 +137,7 @@ class _Methods:
         for name, f in _fields().items():
             choices = f.metadata["choices"]
             if choices and f.metadata["group"] != "model" and getattr(self, name) not in choices:
-                errors.append(f"{_flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+                errors.append(f"{flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         try:  # the model's own checks, with the model's own messages
             GPTConfig(**self.model_dict(self.vocab_size))
         except ValueError as exc:
@@ -163,7 +165,8 @@ TrainConfig.__doc__ = ("Every setting of a training run: the data, the model (GP
 TrainConfig.__module__ = __name__
 
 
-def _flag(name: str) -> str:
+def flag(name: str) -> str:
+    """The command-line flag of a settings field: top_k -> --top-k."""
     return "--" + name.replace("_", "-")
 
 
@@ -272,7 +275,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 kw["choices"] = f.metadata["choices"]
             if f.metadata["nargs"]:
                 kw["nargs"] = f.metadata["nargs"]
-        groups[g].add_argument(_flag(name), **{k: v for k, v in kw.items() if v is not None})
+        groups[g].add_argument(flag(name), **{k: v for k, v in kw.items() if v is not None})
 
 
 def resolve(namespace: argparse.Namespace | dict, base: dict | None = None) -> tuple[TrainConfig, set]:

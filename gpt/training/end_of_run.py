@@ -54,7 +54,8 @@ def say_summary(s: dict, cfg, launch: str, say: Callable[[str], None]) -> None:
         say(f"all-reduce of the gradients: {s['allreduce_ms_per_step']:.1f} ms per step "
             f"on average over {s['world_size']} ranks")
     say(f"done: {s['steps']} steps in {s['seconds']:.0f} s ({s['stop_reason']}); at step {s['eval_step']}: "
-        f"train loss {fmt(s['train_loss'])}, val loss {fmt(s['val_loss'])}, "
+        f"train loss {fmt(s['train_loss'])}, val loss {fmt(s['val_loss'])}"
+        f"{'' if s.get('val_bpb') is None else ' (%.3f bits per byte)' % s['val_bpb']}, "
         f"best val {fmt(s['best_val_loss'])}; checkpoints in {s['run_dir']}")
     if s["stop_reason"] != "interrupted":
         hint = " --prompt 'def '" if not (cfg.data or cfg.input) else ""  # the default corpus is Python

@@ -1,7 +1,12 @@
 """Evaluation on fixed batches, and the samples printed at the end of a run."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from gpt.inference.sample import SamplingConfig
 
 
 def loss_value(loss) -> float:

@@ -16,20 +16,16 @@ from typing import Callable
 from pathlib import Path
 
 from gpt.training.checkpoint import BEST, LATEST, CheckpointError, load_checkpoint
-from gpt.training.config import FROZEN_ON_RESUME, TrainConfig
+from gpt.training.config import FROZEN_ON_RESUME, TrainConfig, flag
 from gpt.training.rng import set_rng_state
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def resumed_settings(saved: dict, cfg: TrainConfig, explicit: set, say: Callable[[str], None]) -> TrainConfig:
     """The settings of the resumed run: `saved` (the checkpoint's) < what `explicit` names in `cfg`."""
-    conflicts = [f"{_flag(k)} {getattr(cfg, k)!r} (the run has {saved[k]!r})"
+    conflicts = [f"{flag(k)} {getattr(cfg, k)!r} (the run has {saved[k]!r})"
                  for k in FROZEN_ON_RESUME
                  if k in explicit and k in saved and saved[k] != getattr(cfg, k)]
-    conflicts += [f"{_flag(k)} {getattr(cfg, k)!r} (a resumed run keeps its own {k} folder)"
+    conflicts += [f"{flag(k)} {getattr(cfg, k)!r} (a resumed run keeps its own {k} folder)"
                   for k in ("data", "out") if k in explicit and getattr(cfg, k)]
     if conflicts:
         raise ValueError("cannot change on resume: " + "; ".join(conflicts))

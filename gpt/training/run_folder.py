@@ -5,7 +5,7 @@
     metrics.jsonl     one JSON object per log step and per evaluation
     latest.safetensors, best.safetensors   checkpoints (gpt.training.checkpoint)
     summary.json      written at the end
-    .lock             held while a process writes the folder (gpt.files.FolderLock)
+    .lock             held while a process writes the folder (bpe.files.lock.FolderLock)
 
 Every file is written atomically; a checkpoint write that fails (a full disk) leaves the
 previous checkpoint in place and says so in one line.
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bpe.files.atomic import atomic_write_text
-from gpt.files import FolderLock, WriteFailed
+from bpe.files.lock import FolderLock
+from gpt.files import WriteFailed
 from gpt.training.checkpoint import BEST, LATEST, save_checkpoint
 from gpt.training.progress import MetricsLog
 

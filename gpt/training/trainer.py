@@ -1,13 +1,12 @@
 """The training loop: data in, a trained GPT and a run folder out, resumable exactly.
 
-The run folder's files are described in gpt.training.run_folder. Exact resume: a checkpoint
-taken between two optimizer steps holds the weights, the AdamW moments and step count, the
-step, the data generator's state and the dropout generator's state; the learning rate is a
-function of the step. So N steps, save, resume, N more steps gives the weights of 2N steps
-straight, bit for bit on the CPU (tests/gpt/test_train.py). The update that ends a step (the
-optimizer step, the step count and the state recorded at the new step boundary) runs with
-Ctrl-C held back, so an interrupt lands before or after it, never inside: a checkpoint is
-always one consistent step.
+The run folder's files are described in gpt.training.run_folder. Exact resume: a checkpoint taken
+between two optimizer steps holds the weights, the AdamW moments and step count, the step, the
+data generator's state and the dropout generator's state; the learning rate is a function of the
+step. So N steps, save, resume, N more steps gives the weights of 2N steps straight, bit for bit
+on the CPU (tests/gpt/test_train.py). The update that ends a step (the optimizer step, the step
+count and the state recorded at the new step boundary) runs with Ctrl-C held back, so an
+interrupt lands before or after it, never inside: a checkpoint is always one consistent step.
 
 Data-parallel training (`mpiexec -n N gpt train`) is described in gpt.training.dist: only
 rank 0 writes files and prints, and every rank stops at the same step.
@@ -20,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpt.data.folder import load_tokenizer, open_tokens, read_meta, tokenizer_text
-from gpt.training.checkpoint import find_checkpoint
+from gpt.data.folder import bits_per_byte, load_tokenizer, open_tokens, read_meta, split_bytes, tokenizer_text
+from gpt.training.checkpoint import BEST, LATEST, find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
 from gpt.training.evaluate import evaluate, loss_value
@@ -33,7 +32,6 @@ from gpt.training.build import build_batches, build_model, data_folder
 from gpt.training.end_of_run import RunResult, print_samples, say_summary
 from gpt.training.resume import load_for_resume, restore, resumed_settings
 from gpt.training.rng import get_rng_state
-from gpt.training.checkpoint import BEST, LATEST
 from gpt.training.run_folder import RunFolder, new_run_path
 
 RUNS_ROOT = "runs"
@@ -110,7 +108,7 @@ class Trainer:
             self.data_dir = Path(find_data())
         self._open_data()
         self.model_cfg, self.model, self.amp, self.optimizer = build_model(
-            self.cfg, int(self.meta["vocab_size"]), self.dist)
+            self.cfg, int(self.meta["vocab_size"]), self.dist, self.tokenizer)
         self.loader, self.eval_sets = build_batches(self.cfg, self.train_tokens, self.val_tokens, self.dist)
         self.step, self.best_val, self.last_good_step = 0, math.inf, None
         self.best_step: int | None = None
@@ -131,18 +129,16 @@ class Trainer:
 
     def _abandon(self) -> None:
         """A run that could not start leaves no empty or half-filled folder, and no lock."""
-        if self.folder is None:
-            return
-        self.folder.close()
-        if self.folder.created and self.is_main:
-            shutil.rmtree(self.folder.path, ignore_errors=True)
+        if self.folder is not None:
+            self.folder.close()
+            if self.folder.created and self.is_main:
+                shutil.rmtree(self.folder.path, ignore_errors=True)
 
     def _new_run_path(self) -> Path:
         run_dir = Path(self.cfg.out) if self.cfg.out else new_run_path(self.runs_root)
         if (run_dir / LATEST).exists():
-            raise FileExistsError(
-                f"run folder {str(run_dir)!r} already holds a checkpoint: continue it with "
-                f"--resume {run_dir}, or choose another --out")
+            raise FileExistsError(f"run folder {str(run_dir)!r} already holds a checkpoint: continue it "
+                                  f"with --resume {run_dir}, or choose another --out")
         return run_dir
 
     def _open_data(self) -> None:
@@ -150,8 +146,8 @@ class Trainer:
         tok_path = self.meta.get("tokenizer_path")
         self.tokenizer = load_tokenizer(tok_path) if tok_path else None
         self.tokenizer_text = tokenizer_text(tok_path) if tok_path else None
-        self.train_tokens = open_tokens(self.data_dir, "train", self.meta)
-        self.val_tokens = open_tokens(self.data_dir, "val", self.meta)
+        self.train_tokens, self.val_tokens = (open_tokens(self.data_dir, s, self.meta) for s in ("train", "val"))
+        self.val_bytes = split_bytes(self.meta, "val", self.val_tokens, self.tokenizer)
 
     # -- checkpoints and run files -------------------------------------------------------------
     def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:
@@ -263,14 +259,16 @@ class Trainer:
         res = {split: evaluate(self.model, batches) for split, batches in self.eval_sets.items()}
         if self.dist is not None:  # each rank evaluated its slice of the same global batches
             res = {split: self.dist.allreduce_mean_scalar(v) for split, v in res.items()}
+        res["val_bpb"] = bits_per_byte(res["val"], len(self.val_tokens), self.val_bytes)
         self.last_eval, self.evaluated_at = res, self.step
         improved = res["val"] < self.best_val
         if improved:
             self.best_val, self.best_step = res["val"], self.step
         if metrics:
             metrics.write({"kind": "eval", "step": self.step, "train_loss": res["train"],
-                           "val_loss": res["val"], "time": time.time()})
-        self.say(f"step {self.step:>6}  eval: train loss {res['train']:.4f}  val loss {res['val']:.4f}"
+                           "val_loss": res["val"], "val_bpb": res["val_bpb"], "time": time.time()})
+        bpb = f" ({res['val_bpb']:.3f} bits/byte)" if res["val_bpb"] is not None else ""
+        self.say(f"step {self.step:>6}  eval: train loss {res['train']:.4f}  val loss {res['val']:.4f}{bpb}"
                  f"{'  (best)' if improved else ''}  [{time.perf_counter() - t0:.1f} s]")
         uniform = math.log(self.model_cfg.vocab_size)
         if not res["val"] <= DIVERGED_LOSS_FACTOR * uniform:
@@ -387,6 +385,7 @@ class Trainer:
             "run_dir": str(self.run_dir), "steps": self.step, "stop_reason": stop_reason,
             "eval_step": self.evaluated_at,
             "train_loss": last["train"] if last else None, "val_loss": last["val"] if last else None,
+            "val_bpb": last["val_bpb"] if last else None,
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "seconds": time.perf_counter() - self._t_start, "parameters": self.model.num_params(),
             "checkpoint": str(path), "world_size": self.world_size,

@@ -1,5 +1,6 @@
 """`gpt eval`: a run's loss over every token of a data split, and its clear errors."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -43,6 +44,23 @@ def test_split_max_tokens_and_the_sentence(trained, capsys):
     assert res["split"] == "train" and res["tokens"] == 99
     assert main(["eval", "--run", str(trained / "run")]) == 0
     assert capsys.readouterr().out.startswith("val loss ")
+
+
+def test_bits_per_byte_over_the_splits_bytes(trained, capsys):
+    res = _eval_json(capsys, "--run", str(trained / "run"))
+    meta = json.loads((trained / "d" / "meta.json").read_text())
+    val = open_tokens(trained / "d", "val")
+    assert res["bits_per_byte"] == pytest.approx(res["loss"] * len(val) / meta["val_bytes"] / math.log(2))
+    # a prefix: its bytes are counted by decoding (ASCII characters: a byte per id, end-of-text none)
+    res = _eval_json(capsys, "--run", str(trained / "run"), "--max-tokens", "100")
+    n_bytes = 100 - int((np.asarray(val[:100]) == meta["eot_id"]).sum())
+    assert res["bits_per_byte"] == pytest.approx(res["loss"] * 100 / n_bytes / math.log(2))
+
+
+def test_data_of_another_tokenizer_is_refused_naming_both(trained, capsys):
+    assert main(["eval", "--run", str(trained / "run"), "--data", str(trained / "other")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("a character table of") == 2 and str(trained / "other") in err
 
 
 @pytest.mark.parametrize("extra,message", [

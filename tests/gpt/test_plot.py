@@ -37,3 +37,12 @@ def test_without_matplotlib_a_message_and_a_table(tmp_path, capsys, monkeypatch)
 def test_a_folder_without_metrics_is_named(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     assert "has no metrics.jsonl" in capsys.readouterr().err
+
+
+def test_the_text_tables_first_row_has_no_train_loss_before_the_first_step(tmp_path, capsys, monkeypatch):
+    from gpt.commands.plot import text_table
+
+    curves = {"r": {"val": [(0, 5.0), (100, 3.0)], "train": [(10, 4.5), (100, 3.1)], "lr": [(10, 1e-3), (100, 5e-4)]}}
+    rows = text_table(curves, "steps", rows=2).splitlines()[1:]
+    assert rows[0].split()[1:] == ["0", "-", "5.0000", "-"]  # step 0: no step has been trained yet
+    assert rows[1].split()[1:] == ["100", "3.1000", "3.0000", "5.00e-04"]  # the step just ended, not the nearest

@@ -3,6 +3,7 @@
 beam search, gradients, a smoke training run and the `gpt translate` command."""
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -54,6 +55,26 @@ def test_perturbed_numbers_differ_in_exactly_one_digit():
     for a, b in zip(n, p):
         sa, sb = str(a), str(b)
         assert len(sa) == len(sb) and sum(x != y for x, y in zip(sa, sb)) == 1
+
+
+def test_every_word_of_the_vocabulary_is_trained_on():
+    train = D.sample_numbers(np.random.default_rng(0), 20_000)
+    seen = {t for n in train.tolist() for t in D.number_to_words(n) + D.number_to_digits(n)}
+    assert seen == set(D.VOCAB) - set(D.SPECIALS)
+    assert not D.held_out(0)  # the only number with the word "zero"
+
+
+@pytest.mark.parametrize("text", ["", "   ", "-5", "1,2,3", "12,34", "thousand", "one hundred and five",
+                                  "forty forty", "1000000", "one thousand thousand"])
+def test_inputs_outside_the_task_are_refused_with_the_rule(text):
+    with pytest.raises(ValueError, match=re.escape(D.INPUT_RULE)):
+        D.parse_source(text)
+
+
+def test_words_and_digits_read_back_as_their_number():
+    assert all(D.words_to_number(D.number_to_words(n)) == n for n in range(0, 1_000_000, 997))
+    assert D.parse_source("0") == ("to_words", [D.TO_WORDS, D.ID["0"]])
+    assert D.parse_source("zero") == ("to_digits", [D.TO_DIGITS, D.ID["zero"]])
 
 
 def test_user_inputs_parse_into_tagged_sources():
