@@ -118,7 +118,14 @@ class _FeedForward(Module):
 
 
 class TransformerEncoderLayer(_FeedForward):
-    """src (S, B, C) or, batch_first, (B, S, C) -> same shape: bidirectional self-attention, feed-forward."""
+    """src (S, B, C) or, batch_first, (B, S, C) -> same shape: bidirectional self-attention, feed-forward.
+
+    `hook`: None, or a function (name, Tensor) -> Tensor through which `block` passes the points of
+    HOOKS (the GPT block's names, gpt/inspect/hooks.py: the stream in, each sublayer's output, the
+    stream between and after them), (B, S, C) each."""
+
+    HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+    hook = None
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str | Module = "relu", layer_norm_eps: float = LAYER_NORM_EPS, batch_first: bool = False,
@@ -144,7 +151,14 @@ class TransformerEncoderLayer(_FeedForward):
         def sa(h):
             return self.self_attn(h, attn_mask=mask)
 
-        return self._sublayers(x, sa, lambda h: self._ff(h, self.dropout2))
+        if self.hook is None:
+            return self._sublayers(x, sa, lambda h: self._ff(h, self.dropout2))
+        hook = self.hook
+        x = sublayer(hook("hook_resid_pre", x), self.norm1, lambda h: hook("hook_attn_out", sa(h)),
+                     prenorm=self.norm_first)[1]
+        x = sublayer(hook("hook_resid_mid", x), self.norm2,
+                     lambda h: hook("hook_mlp_out", self._ff(h, self.dropout2)), prenorm=self.norm_first)[1]
+        return hook("hook_resid_post", x)
 
 class TransformerDecoderLayer(_FeedForward):
     """tgt (T, B, C), memory (S, B, C) (or batch-first) -> (T, B, C): masked self-attention,

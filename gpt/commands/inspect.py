@@ -2,10 +2,12 @@
 
     gpt inspect --run runs/default --prompt "def main(" --out page.html [--png heads.png]
     gpt inspect --hf gpt2_folder --prompt "When Mary and John went" --out page.html
+    gpt inspect --run runs/vit --image 3 --out page.html          (a ViT run: test image 3)
     gpt inspect induction [--steps 1000] [--json out.json]
 
 The page is one self-contained HTML file (gpt/inspect/page.py): attention heat maps of every
-layer and head over the prompt's tokens, the logit lens, the top direct-attribution heads.
+layer and head over the prompt's tokens, the logit lens, the top direct-attribution heads. A ViT
+run's page holds the heat maps over one test image's tokens (cls, p0, p1, ...) and its prediction.
 `induction` trains a 2-layer attention-only model on repeated random tokens on the CPU and prints
 the losses of both halves and the best previous-token and induction scores as it goes
 (gpt/inspect/induction.py, docs/inspect.md).
@@ -37,6 +39,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", metavar="TEXT", help="the text to inspect (encoded by the model's tokenizer)")
     prompt.add_argument("--ids", metavar="I,J,...", help="token ids instead of a prompt (a folder without a tokenizer)")
+    p.add_argument("--image", metavar="K", type=int,
+                   help="a ViT run: the test image to inspect (default 0)")
     p.add_argument("--out", metavar="PAGE.html",
                    help="where to write the page (the study: its model's, on a repeated row)")
     p.add_argument("--png", metavar="FILE.png", help="also every head's pattern as a PNG (needs matplotlib)")
@@ -143,6 +147,10 @@ def run_page(args) -> int:
     for path in (args.out, args.png):
         if path and not Path(path).resolve().parent.is_dir():
             raise ValueError(f"folder {Path(path).parent} for {path} does not exist")
+    if (args.run or args.checkpoint) and _is_vit(args.run or args.checkpoint):
+        return run_vit_page(args)
+    if args.image is not None:
+        raise ValueError("--image picks a ViT run's test image; give --prompt or --ids for a GPT")
     model, tok = _load(args)
     model.eval()
     ids = _ids(args, model, tok)
@@ -155,4 +163,38 @@ def run_page(args) -> int:
           f"over {len(ids)} tokens)")
     if args.png:
         print(attention_png(model, np.array([ids]), args.png, tokens))
+    return 0
+
+
+def _is_vit(path: str) -> bool:
+    from gpt.vision.train import is_vit_checkpoint
+
+    return is_vit_checkpoint(path)
+
+
+def run_vit_page(args) -> int:
+    """The page of one of a ViT run's test images (--image K)."""
+    from bpe.files.atomic import atomic_write_text
+    from gpt.commands.vit import _run_images
+    from gpt.inspect.page import attention_png, vit_page, vit_tokens
+    from gpt.vision.train import load_vit
+
+    if args.prompt is not None or args.ids:
+        raise ValueError("a ViT run reads images, not text: give --image K (a test image) instead of --prompt/--ids")
+    model, meta = load_vit(args.run or args.checkpoint)
+    if args.device != "cpu":
+        model.to(args.device)
+    images = _run_images(meta)
+    k = 0 if args.image is None else args.image
+    if not 0 <= k < len(images.test_y):
+        raise ValueError(f"--image {k}: the run's test split holds images 0 to {len(images.test_y) - 1}")
+    image, label = images.test_x[k], int(images.test_y[k])
+    title = f"gpt inspect: {args.run or args.checkpoint}, test image {k}"
+    page = vit_page(model, image, title, label)
+    atomic_write_text(args.out, page)
+    cfg = model.config
+    print(f"wrote {args.out} ({len(page):,} bytes: {cfg.num_layers} layers x {cfg.nhead} heads "
+          f"over {1 + cfg.num_patches} tokens, the class token and {cfg.num_patches} patches)")
+    if args.png:
+        print(attention_png(model, image[None], args.png, vit_tokens(cfg)))
     return 0

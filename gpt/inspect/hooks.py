@@ -30,6 +30,14 @@ Hkv key/value heads, hs head size, F the MLP's hidden width):
 
 Post-norm blocks apply ln1/ln2 after the skip (x = ln(x + f(x))); mlp="none" has no resid_mid,
 ln2, mlp or mlp_out points; MoE exposes hook_mlp_out but nothing inside.
+
+An encoder-only model (the ViT, gpt/vision/model.py: a `model.encoder` that is an
+nn.TransformerEncoder, no decoder) has the same names over its encoder layers, T = 1 + N (the
+class token, then the patches): blocks.{i}.hook_resid_pre / attn_out / resid_mid / mlp_out /
+resid_post, blocks.{i}.ln1.* and ln2.* (the layer's norm1, norm2), blocks.{i}.attn.* (its
+self_attn: bidirectional, so the pattern has no causal mask) and ln_final.* (the encoder's final
+norm); no embedding points and no mlp.* points (its feed-forward is linear1, activation, linear2).
+The forward's "logits" are then the model's class scores (B, K).
 """
 from __future__ import annotations
 
@@ -43,6 +51,8 @@ from autograd import Tensor, backend, no_grad
 
 def _layers(model) -> list[tuple[str, Any]]:
     """(prefix, layer) for every layer of `model` with hook points, in forward order."""
+    if not hasattr(model, "transformer"):
+        return _encoder_layers(model)
     out = [("", model)]
     for i, block in enumerate(model.transformer.h):
         p = f"blocks.{i}."
@@ -51,6 +61,22 @@ def _layers(model) -> list[tuple[str, Any]]:
             out += [(p + "ln2.", block.ln_2), (p + "mlp.", block.mlp)]
     if "ln_f" in model.transformer._modules:
         out.append(("ln_final.", model.transformer.ln_f))
+    return [(p, m) for p, m in out if hasattr(m, "HOOKS")]
+
+
+def _encoder_layers(model) -> list[tuple[str, Any]]:
+    """_layers of an encoder-only model: `model.encoder` an nn.TransformerEncoder, no decoder."""
+    from nn.transformer import TransformerEncoder
+
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, TransformerEncoder) or hasattr(model, "decoder"):
+        raise TypeError(f"gpt.inspect hooks a GPT or an encoder-only model (the ViT), not {type(model).__name__}")
+    out = []
+    for i, layer in enumerate(encoder.layers):
+        p = f"blocks.{i}."
+        out += [(p, layer), (p + "ln1.", layer.norm1), (p + "attn.", layer.self_attn), (p + "ln2.", layer.norm2)]
+    if encoder.norm is not None:
+        out.append(("ln_final.", encoder.norm))
     return [(p, m) for p, m in out if hasattr(m, "HOOKS")]
 
 
@@ -139,7 +165,8 @@ def _forward(model, ids, hook_set: HookSet) -> np.ndarray:
 
 def run_with_cache(model, ids: Any, names: Iterable[str] | str | None = None) -> tuple[np.ndarray, dict]:
     """(logits (B, T, V) NumPy, {name: NumPy array}) of one forward of ids (B, T) without a graph,
-    every hook point (names=None) or those named, in the model's mode (eval() for no dropout)."""
+    every hook point (names=None) or those named, in the model's mode (eval() for no dropout).
+    A ViT takes images (B, C, H, W) for ids and gives its class scores (B, K) for logits."""
     names = [names] if isinstance(names, str) else names
     hook_set = HookSet(model, cache=None if names is None else list(names))
     logits = _forward(model, ids, hook_set)

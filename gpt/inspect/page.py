@@ -1,6 +1,7 @@
 """One self-contained HTML page (inline styles and script, no network) of a prompt's run.
 
     inspect_page(model, ids, tokens, title) -> str
+    vit_page(vit, image, title, label) -> str    (a ViT: the heat maps over cls, p0, p1, ...)
 
 Sections: every layer's and head's attention pattern as a heat map over the prompt's tokens
 (each cell a <td> with data-w, its weight as the cache holds it, and data-q/data-k its query
@@ -18,7 +19,7 @@ import json
 import numpy as np
 
 from gpt.inspect.analysis import attribution_refusal, direct_logit_attribution, logit_lens
-from gpt.inspect.hooks import run_with_cache
+from gpt.inspect.hooks import hook_names, run_with_cache
 
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
@@ -109,23 +110,60 @@ def inspect_page(model, ids, tokens: list[str], title: str, token_of=str) -> str
              f"pos={cfg.pos} norm={cfg.norm} mlp={cfg.mlp} prenorm={cfg.prenorm}")
     prompt = " ".join(f"<code>{html.escape(repr(t))}</code>" for t in tokens)
     # no <, > or & inside the script element, whatever the tokens hold
+    return _document(title, f"<p>GPT {shape}. Prompt ({len(tokens)} tokens): {prompt}</p>", maps, f"""
+<h2>Logit lens (each block's input stream, then the last block's output, through ln_f and the unembedding)</h2>
+{_lens_table(lens, tokens, token_of)}
+<h2>Direct logit attribution</h2>
+{_attribution(model, cache, logits, token_of)}""", tokens)
+
+
+def _document(title: str, intro: str, maps: list[str], rest: str, tokens: list[str]) -> str:
+    """The page around its sections: the heat maps `maps`, then `rest` (HTML)."""
+    # no <, > or & inside the script element, whatever the tokens hold
     tokens_json = json.dumps(tokens).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{STYLE}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p>GPT {shape}. Prompt ({len(tokens)} tokens): {prompt}</p>
+{intro}
 <div id="hover">hover over a cell</div>
 <h2>Attention patterns (row: query, column: key; rows sum to 1)</h2>
-{''.join(maps)}
-<h2>Logit lens (each block's input stream, then the last block's output, through ln_f and the unembedding)</h2>
-{_lens_table(lens, tokens, token_of)}
-<h2>Direct logit attribution</h2>
-{_attribution(model, cache, logits, token_of)}
+{''.join(maps)}{rest}
 <script type="application/json" id="tokens">{tokens_json}</script>
 <script>{SCRIPT}</script>
 </body></html>
 """
+
+
+def vit_tokens(cfg) -> list[str]:
+    """A ViT's token labels: the class token, then the patches in row-major order."""
+    return ["cls"] + [f"p{i}" for i in range(cfg.num_patches)]
+
+
+def vit_page(model, image, title: str, label: int | None = None) -> str:
+    """The page's HTML for one image (C, H, W) through a ViT (gpt/vision/model.py); label: its true class."""
+    from gpt.vision.show import ascii_image
+
+    cfg = model.config
+    logits, cache = run_with_cache(model, np.asarray(image)[None])
+    maps = []
+    for i in range(cfg.num_layers):
+        pat = cache[f"blocks.{i}.attn.hook_pattern"][0]                     # (H, 1 + N, 1 + N)
+        maps.append(f"<h3>layer {i}</h3>" + "".join(heat_map(pat[h], f"L{i}H{h}") for h in range(cfg.nhead)))
+    probs = np.exp(logits[0] - logits[0].max())
+    probs /= probs.sum()
+    pred = int(probs.argmax())
+    truth = "" if label is None else f"; true class {int(label)}"
+    side = cfg.image_size // cfg.patch_size
+    intro = (f"<p>ViT {cfg.image_size}x{cfg.image_size}x{cfg.in_channels} images, patch {cfg.patch_size} "
+             f"({side}x{side} patches p0..p{cfg.num_patches - 1}, row by row, after the class token cls), "
+             f"d_model={cfg.d_model} nhead={cfg.nhead} num_layers={cfg.num_layers} "
+             f"norm_first={cfg.norm_first}. Predicted class {pred} (p={float(probs[pred]):.4f}){truth}.</p>"
+             f"<pre>{html.escape(chr(10).join(ascii_image(image)))}</pre>")
+    rest = ("\n<h2>Logit lens and direct logit attribution</h2>\n<p>Not shown for a ViT: its head reads only "
+            "the class token's final stream, into class scores rather than a vocabulary, so there is no "
+            "next token to read at each position.</p>")
+    return _document(title, intro, maps, rest, vit_tokens(cfg))
 
 
 def attention_png(model, ids, path, tokens: list[str]):
@@ -135,8 +173,9 @@ def attention_png(model, ids, path, tokens: list[str]):
     plt = pyplot()
     if plt is None:
         return MISSING_MATPLOTLIB
-    _, cache = run_with_cache(model, ids, [f"blocks.{i}.attn.hook_pattern" for i in range(model.config.n_layer)])
-    L, H = model.config.n_layer, model.config.n_head
+    names = [n for n in hook_names(model) if n.endswith(".attn.hook_pattern")]
+    _, cache = run_with_cache(model, ids, names)
+    L, H = len(names), cache[names[0]].shape[1]
     fig, axes = plt.subplots(L, H, figsize=(2.2 * H, 2.2 * L), squeeze=False)
     for i in range(L):
         for h in range(H):
