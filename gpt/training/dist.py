@@ -35,6 +35,7 @@ _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 300.0
+_MAX_NAP_S = 1e-3  # the longest nap between Test() calls, in seconds
 _SPIN_S = 0.05  # seconds a wait polls without sleeping
 _JOB_TIMEOUT = -1.0  # "the Distributed's own timeout_s" as a default argument
 
@@ -251,8 +252,8 @@ class Distributed:
         deadline = None if limit is None else start + limit
         # MPI moves a non-blocking collective forward only inside MPI calls: Test() back to back
         # at first, yielding the core between tests to any process that wants it (napping from the
-        # start slows a short all-reduce down several times), then with naps that grow to 1 ms
-        # once the wait is long (a slow rank, or rank 0 preparing data).
+        # start slows a short all-reduce down), then with naps that double up to _MAX_NAP_S once
+        # the wait is long (a slow rank, or rank 0 preparing data).
         pause = 0.0
         while not request.Test():
             now = time.monotonic()
@@ -262,7 +263,7 @@ class Distributed:
             if now - start < _SPIN_S:
                 os.sched_yield()
             else:
-                pause = min(max(pause * 2, 1e-5), 1e-3)
+                pause = min(max(pause * 2, 1e-5), _MAX_NAP_S)
                 time.sleep(pause)
 
 
