@@ -6,6 +6,11 @@ command of the one already there. The kernel drops a flock when its holder exits
 exits (even SIGKILL): a lock left by a killed process is stale by construction and the next
 writer takes it over at once. ``bpe train`` holds one per output file (``write_set``); gpt's run,
 data and export folders use the same class.
+
+``shared=True`` takes a reader's lock instead: any number of readers hold it together (every
+``gpt train`` on a data folder), and a writer (``gpt prepare``) is refused while one does. A
+reader writes no name (readers would overwrite each other's); it clears a name a killed writer
+left, so the file is empty exactly while only readers hold it.
 """
 from __future__ import annotations
 
@@ -25,13 +30,14 @@ class FolderLock:
 
     wait=False: a folder in use is refused at once (FolderBusy, naming the holder); wait=True:
     block until the holder finishes (for a shared cache that the other process is filling).
-    Re-entrant within one process: an inner lock of a lock file this process holds is a no-op."""
+    Re-entrant within one process: an inner lock of a lock file this process holds is a no-op.
+    shared=True: a reader's lock (see the module docstring)."""
 
     _held: dict[str, int] = {}  # resolved lock file -> nesting depth, in this process
 
     def __init__(self, folder: str | os.PathLike, what: str = "folder", wait: bool = False,
-                 lock_file: str | os.PathLike | None = None):
-        self.folder, self.what, self.wait = Path(folder), what, wait
+                 lock_file: str | os.PathLike | None = None, shared: bool = False):
+        self.folder, self.what, self.wait, self.shared = Path(folder), what, wait, shared
         # beside the folder (or file) instead, for an output that is replaced whole
         self.lock_file = Path(lock_file) if lock_file is not None else self.folder / LOCK_FILE
         self._fd: int | None = None
@@ -46,19 +52,22 @@ class FolderLock:
             FolderLock._held[self._key] += 1
             return self
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o666)
+        mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except OSError:
-            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "another process"
+            # an empty file while the lock is taken: only readers hold it
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "a process that reads it"
             if not self.wait:
                 os.close(fd)
                 raise FolderBusy(f"{self.what} {str(self.folder)!r} is in use by {holder}; wait for it "
                                  "to finish or choose another folder") from None
-            print(f"waiting for {holder}, which is writing {self.what} {self.folder}", file=sys.stderr)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            print(f"waiting for {holder}, which is using {self.what} {self.folder}", file=sys.stderr)
+            fcntl.flock(fd, mode)
         os.ftruncate(fd, 0)
-        command = " ".join(sys.argv)[:200]  # a file name that is not UTF-8 stays readable
-        os.pwrite(fd, f"process {os.getpid()} ({command})\n".encode("utf-8", "backslashreplace"), 0)
+        if not self.shared:
+            command = " ".join(sys.argv)[:200]  # a file name that is not UTF-8 stays readable
+            os.pwrite(fd, f"process {os.getpid()} ({command})\n".encode("utf-8", "backslashreplace"), 0)
         self._fd = fd
         FolderLock._held[self._key] = 1
         return self
@@ -70,6 +79,8 @@ class FolderLock:
         if FolderLock._held[self._key] == 0:
             del FolderLock._held[self._key]
             if self._fd is not None:
+                if not self.shared:
+                    os.ftruncate(self._fd, 0)  # no name outlives its holder
                 os.close(self._fd)  # closing drops the flock; the file stays (removing it would race)
         self._fd, self._key = None, None
 

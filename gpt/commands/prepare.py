@@ -29,6 +29,9 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="tokenizer processes (default: all cores, at most 8)")
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help="read at most N characters")
+    p.add_argument("--force", action="store_true",
+                   help="replace a data folder that holds prepared data (runs trained on it can then "
+                        "no longer resume)")
     p.set_defaults(func=run)
 
 
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         pattern = resolve_pattern(pattern.lower() if pattern.lower() in PATTERNS else pattern)
     meta = prepare(inputs, args.out, tokenizer=args.tokenizer, vocab_size=vocab, char=args.char,
                    pattern=pattern, val_fraction=args.val_fraction, workers=args.workers,
-                   max_chars=args.max_chars, verbose=True)
+                   max_chars=args.max_chars, force=args.force, verbose=True)
     print(f"wrote {args.out}: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
           f"({meta['train_bytes']:,} + {meta['val_bytes']:,} bytes of text), "
           f"vocab {meta['vocab_size']} ({meta['dtype']})")

@@ -73,16 +73,23 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
                           "format": 2})
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
     out = Path(runs_root) / "_data" / f"stdlib-{'char' if char else vocab_size}-{key}"
-    # Runs started together share the cache: one prepares it, the others wait and reuse it.
-    with FolderLock(out, "the default corpus's data folder", wait=True):
+    def ready() -> bool:  # a cached folder is never prepared again, so no lock is needed to reuse it
         if (out / META_FILE).is_file() and not (out / INCOMPLETE_FILE).exists():
             if verbose:
                 print(f"data: reusing the prepared standard-library corpus in {out}")
+            return True
+        return False
+
+    if ready():  # runs reading it hold it shared: taking it to write would wait for them
+        return out
+    # Runs started together share the cache: one prepares it, the others wait and reuse it.
+    with FolderLock(out, "the default corpus's data folder", wait=True):
+        if ready():
             return out
         if verbose:
             print(f"data: {len(files)} files of the Python standard library "
                   f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB; no tests, generated tables "
                   f"or number-heavy files) -> {out}")
         prepare(files, out, vocab_size=vocab_size, char=char, val_fraction=val_fraction,
-                workers=workers, max_chars=max_chars, verbose=verbose)
+                workers=workers, max_chars=max_chars, force=True, verbose=verbose)
     return out

@@ -28,6 +28,7 @@ from bpe.files.corpus import BLOCK_BYTES, expand_inputs, read_blocks
 from bpe.workers import default_workers
 from bpe.files.lock import FolderLock
 
+from gpt.data.fingerprint import fingerprint
 from gpt.data.folder import EOT, INCOMPLETE_FILE, META_FILE, SPLITS, TOKENIZER_FILE, eot_id, load_tokenizer, token_dtype
 
 
@@ -147,26 +148,40 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
             char: bool = False, pattern: str | None = None, val_fraction: float = 0.1,
             workers: int | None = None, max_chars: int | None = None,
             tokenizer_max_chars: int | None = None, block_bytes: int = BLOCK_BYTES,
-            verbose: bool = False) -> dict:
+            force: bool = False, verbose: bool = False) -> dict:
     """Tokenize `inputs` (files, folders, globs) into a nanoGPT data folder `out_dir`.
 
     tokenizer: a tokenizer file, a tokenizer object, or None to train one (`vocab_size` BPE ids,
     or characters with `char=True`) on the inputs (at most `tokenizer_max_chars` of them).
-    Returns the meta dict also written to meta.json. While it works, the folder is locked (a
-    second writer is refused) and marked incomplete (`.incomplete`, which readers refuse), so a
+    Returns the meta dict also written to meta.json, with the folder's fingerprint
+    (gpt.data.fingerprint) that checkpoints keep. A folder that holds prepared data is replaced
+    only with `force`. While it works, the folder is locked (a second writer, or a `gpt train`
+    reading it, is refused) and marked incomplete (`.incomplete`, which readers refuse), so a
     kill at any moment leaves a folder that is complete or refused, never one that looks valid."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     files = input_files(inputs)
     out = Path(out_dir)
     with FolderLock(out, "data folder"):  # a second `gpt prepare` into `out` is refused
+        if not force:
+            _refuse_prepared(out)
         _start_rewrite(out)
         meta = _prepare(files, inputs, out, tokenizer=tokenizer, vocab_size=vocab_size, char=char,
                         pattern=pattern, val_fraction=val_fraction, workers=workers, max_chars=max_chars,
                         tokenizer_max_chars=tokenizer_max_chars, block_bytes=block_bytes, verbose=verbose)
+        meta["fingerprint"] = fingerprint(out, out / TOKENIZER_FILE)
         atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
         (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
     return meta
+
+
+def _refuse_prepared(out: Path) -> None:
+    """Stop before replacing a complete data folder (a killed prepare's may be redone at will)."""
+    held = [n for n in (META_FILE, "train.bin", "val.bin") if (out / n).exists()]
+    if held and not (out / INCOMPLETE_FILE).exists():
+        raise FileExistsError(f"data folder {str(out)!r} already holds prepared data ({', '.join(held)}); "
+                              "runs trained on it could no longer resume. Give --force (force=True) to "
+                              "replace it, or choose another folder")
 
 
 def _start_rewrite(out: Path) -> None:

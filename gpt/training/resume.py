@@ -8,13 +8,17 @@ The learning-rate schedule: without --lr-decay-steps, the cosine of a run ends a
 max_steps. Resuming with a larger --max-steps keeps the old run's end (the rate then stays at
 min_lr) instead of stretching the cosine, which would send the rate back up mid-run; asking for
 --lr-decay-steps stretches it on purpose. Either way the run says which.
+
+The data: a checkpoint keeps its data folder's fingerprint (gpt.data.fingerprint); resuming on
+a folder whose tokenizer or token files changed since is refused, naming what changed (a
+checkpoint older than fingerprints resumes with a warning).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
-from pathlib import Path
-
+from gpt.data.fingerprint import changes
 from gpt.training.checkpoint import BEST, LATEST, CheckpointError, load_checkpoint
 from gpt.training.config import FROZEN_ON_RESUME, TrainConfig, flag
 from gpt.training.rng import set_rng_state
@@ -58,9 +62,28 @@ def load_for_resume(path: Path):
         raise
 
 
-def restore(ckpt, model, amp, optimizer, loader) -> None:
+def check_data(ckpt, data: dict, say: Callable[[str], None]) -> None:
+    """Refuse to resume `ckpt` on data whose fingerprint `data` differs from the one it kept."""
+    where, data_dir = f"checkpoint {ckpt.meta['path']!r}", ckpt.meta.get("data_dir")
+    saved = ckpt.meta.get("data_fingerprint")
+    if not isinstance(saved, dict):
+        say(f"warning: {where} predates data fingerprints: nothing checks that {data_dir} still holds "
+            "the data it was trained on")
+        return
+    found = changes(saved, data)
+    if found:
+        raise CheckpointError(f"data folder {data_dir!r} changed since {where} was written: "
+                              f"{'; '.join(found)}. Resuming would go on with other data; to train "
+                              f"the model on the new data, start a new run with --init-from {ckpt.meta['path']}")
+
+
+def restore(ckpt, model, amp, optimizer, loader, data: dict | None = None,
+            say: Callable[[str], None] = print) -> None:
     """Put a run's state back from its checkpoint: weights (and fp16 masters with their loss
-    scale), optimizer moments, the data generator and the dropout generator."""
+    scale), optimizer moments, the data generator and the dropout generator, after checking
+    that the data is the one it trained on (`data`: the folder's fingerprint now)."""
+    if data is not None:
+        check_data(ckpt, data, say)
     where = f"checkpoint {ckpt.meta['path']!r}"
     try:
         model.load_state_dict(ckpt.model_state)

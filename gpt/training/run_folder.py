@@ -7,6 +7,9 @@
     summary.json      written at the end
     .lock             held while a process writes the folder (bpe.files.lock.FolderLock)
 
+The run also holds a reader's lock on its data folder until it closes (`read_data`), so that
+`gpt prepare` cannot replace the data under it.
+
 Every file is written atomically; a checkpoint write that fails (a full disk) leaves the
 previous checkpoint in place and says so in one line.
 """
@@ -20,6 +23,8 @@ from typing import Any
 
 from bpe.files.atomic import atomic_write_text
 from bpe.files.lock import FolderLock
+from gpt.data.fingerprint import fingerprint
+from gpt.data.folder import read_meta
 from gpt.files import WriteFailed
 from gpt.training.checkpoint import BEST, LATEST, save_checkpoint
 from gpt.training.progress import MetricsLog
@@ -39,6 +44,7 @@ class RunFolder:
         self.path = Path(path)
         self.created = False
         self._lock = FolderLock(self.path, "run folder")
+        self._data_locks: list[FolderLock] = []
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name
@@ -52,6 +58,20 @@ class RunFolder:
 
     def close(self) -> None:
         self._lock.release()
+        while self._data_locks:
+            self._data_locks.pop().release()
+
+    def read_data(self, data_dir: str | os.PathLike) -> tuple[dict, dict]:
+        """(meta, fingerprint) of the data folder (gpt.data.folder.read_meta, gpt.data.fingerprint),
+        read under a reader's lock that this run holds until `close`."""
+        if Path(data_dir).is_dir():
+            lock = FolderLock(data_dir, "data folder", shared=True)
+            try:
+                self._data_locks.append(lock.acquire())
+            except OSError:  # a read-only folder: no `gpt prepare` can rewrite it either
+                pass
+        meta = read_meta(data_dir)
+        return meta, fingerprint(data_dir, meta.get("tokenizer_path"))
 
     def _remove_orphans(self) -> None:
         """Temp files of writes that a killed process never finished (we hold the lock: no live

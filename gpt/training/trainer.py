@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpt.data.folder import bits_per_byte, load_tokenizer, open_tokens, read_meta, split_bytes, tokenizer_text
+from gpt.data.folder import bits_per_byte, load_tokenizer, open_tokens, split_bytes, tokenizer_text
 from gpt.training.checkpoint import BEST, LATEST, find_checkpoint
 from gpt.training.config import TrainConfig
 from gpt.training.dist import check_resume_world_size, weights_checksum
@@ -113,7 +113,7 @@ class Trainer:
         self.step, self.best_val, self.last_good_step = 0, math.inf, None
         self.best_step: int | None = None
         if self.resume_ckpt is not None:
-            restore(self.resume_ckpt, self.model, self.amp, self.optimizer, self.loader)
+            restore(self.resume_ckpt, self.model, self.amp, self.optimizer, self.loader, self.fingerprint, self.say)
             self.step = self.last_good_step = self.resume_ckpt.step
             self.best_val = float(self.resume_ckpt.meta.get("best_val_loss") or math.inf)
         self._boundary = (self.loader.state_dict(), get_rng_state(self.cfg.device))
@@ -142,10 +142,10 @@ class Trainer:
         return run_dir
 
     def _open_data(self) -> None:
-        self.meta = read_meta(self.data_dir)
+        self.meta, self.fingerprint = self.folder.read_data(self.data_dir)  # `gpt prepare` waits for us
         tok_path = self.meta.get("tokenizer_path")
-        self.tokenizer = load_tokenizer(tok_path) if tok_path else None
-        self.tokenizer_text = tokenizer_text(tok_path) if tok_path else None
+        self.tokenizer, self.tokenizer_text = (load_tokenizer(tok_path), tokenizer_text(tok_path)) if tok_path \
+            else (None, None)
         self.train_tokens, self.val_tokens = (open_tokens(self.data_dir, s, self.meta) for s in ("train", "val"))
         self.val_bytes = split_bytes(self.meta, "val", self.val_tokens, self.tokenizer)
 
@@ -156,7 +156,7 @@ class Trainer:
             "loader": loader_state, "rng": rng_state, "data_dir": str(Path(self.data_dir).resolve()),
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
-            "world_size": self.world_size,
+            "world_size": self.world_size, "data_fingerprint": self.fingerprint,
             "loss_scale": self.amp.scaler.state_dict() if self.amp is not None else None,  # fp16 resumes exactly
         }
 
