@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full disk, a folder we may not write: the system's words, one line
         print(f"gpt {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except MemoryError as exc:  # what no check foresaw (autograd.memory refuses most beforehand)
+        print(f"gpt {args.command}: error: out of memory{': ' + str(exc) if str(exc) else ''}; try a smaller "
+              "batch, model or sample", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"gpt {args.command}: interrupted", file=sys.stderr)
         return 130

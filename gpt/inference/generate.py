@@ -40,6 +40,7 @@ import autograd
 import nn
 from autograd import Tensor
 from autograd.backend import to_device
+from autograd.memory import check_fits
 from gpt.inference import sample as S
 from gpt.inference.beam import beam_search
 
@@ -81,6 +82,8 @@ class Decoder:
         if not 1 <= keep <= cfg.block_size:
             raise ValueError(f"window_keep must be in 1..block_size={cfg.block_size}, got {window_keep}")
         self.keep = keep
+        check_fits(8 * batch * capacity, f"{batch} row(s) of {capacity:,} tokens (prompt and new tokens)",
+                   "ask for fewer new tokens (--max-new-tokens) or samples")
         self.tokens = np.zeros((batch, capacity), dtype=np.int64)  # every token so far, host
         self.n = 0   # tokens so far per row (all rows advance together)
         self.s = 0   # window start: the model's context is tokens[:, s:n]

@@ -49,6 +49,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
         model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer)
     else:
         model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
+    check_step_fits(cfg, model_cfg)
     keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
     if cfg.device == "cpu":  # pool and BLAS threads from the free cores, or $GPT_THREADS
         apply_threads(ranks=dist.world_size if dist is not None else 1)
@@ -68,6 +69,25 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
     optimizer = AdamW(amp.master_groups(groups) if amp else groups, lr=cfg.lr,
                       betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     return model_cfg, model, amp, optimizer
+
+
+def step_bytes(cfg: TrainConfig, model_cfg) -> int:
+    """A lower bound of the bytes a training step holds at once (float32): weights, gradients and
+    AdamW's two moments; the logits; each layer's activations (a dozen vectors of n_embd per
+    token, the attention probabilities once); the batches of ids."""
+    B, T, L = cfg.batch_size, cfg.block_size, model_cfg.n_layer
+    per_token = model_cfg.vocab_size + L * (12 * model_cfg.n_embd + model_cfg.n_head * T)
+    ids = (1 + 2 * cfg.eval_batches) * B * T * 2 * 8  # x and y, int64, for training and evaluation
+    return 16 * model_cfg.count_params() + 4 * B * T * per_token + ids
+
+
+def check_step_fits(cfg: TrainConfig, model_cfg) -> None:
+    """Refuse, in one line, a run whose step cannot fit in the memory of its device."""
+    from autograd.memory import check_fits
+
+    check_fits(step_bytes(cfg, model_cfg), f"a training step of --batch-size {cfg.batch_size} x "
+               f"--block-size {cfg.block_size} on this model", "lower --batch-size (and raise "
+               "--grad-accum to keep the tokens per step) or --block-size", cfg.device)
 
 
 def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None):

@@ -176,3 +176,47 @@ def test_fuzzed_meta_json_is_read_or_refused_with_our_error(run, tmp_path):
             read_meta(d)
         except (ValueError, FileNotFoundError):
             pass
+
+
+# ---- flags that would allocate more than the machine has -----------------------------------------
+def _peak_mib(fn):
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak / 2**20
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sample", "--max-new-tokens", str(10**12)], r"1 row\(s\) of 1,000,000,000,\d+ tokens .* needs at least "
+                                                  r"[\d,.]+ GiB, more than the [\d,.]+ GiB this machine has free; "
+                                                  r"ask for fewer new tokens \(--max-new-tokens\)"),
+    (["train", "--batch-size", str(10**9), "--max-steps", "1"],
+     r"a training step of --batch-size 1000000000 x --block-size \d+ .* needs at least .*; lower --batch-size"),
+])
+def test_a_flag_asking_for_more_memory_than_there_is_is_one_line(run, tmp_path, capsys, argv, message):
+    from gpt.cli import main
+
+    where = ["--run", str(run / "r")] if argv[0] == "sample" else \
+        ["--data", str(run / "d"), "--out", str(tmp_path / "big"), "--n-layer", "1", "--n-embd", "16", "--n-head", "2"]
+    code = []
+    assert _peak_mib(lambda: code.append(main(argv + where))) < 64  # refused before allocating
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == [2] and len(err) == 1 and "Traceback" not in err[0]
+    assert __import__("re").search(message, err[0]), err[0]
+    assert not (tmp_path / "big").exists()  # a refused run leaves no folder
+
+
+def test_a_memory_error_nobody_foresaw_is_one_line(monkeypatch, capsys):
+    from gpt import cli
+    from gpt.commands import plot
+
+    def boom(args):
+        raise MemoryError()
+
+    monkeypatch.setattr(plot, "run", boom)
+    assert cli.main(["plot", "x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gpt plot: error: out of memory; try a smaller batch, model or sample"]
