@@ -11,7 +11,10 @@ generator state a checkpoint saves identical on all ranks. Only rank 0 writes fi
 a checkpoint records the number of ranks, and resuming it with another number is an error.
 
 A rank that fails alone ends the whole job (MPI_Abort) with a message; a collective that does not
-complete within `timeout_s` (a rank died or hangs) does the same. Errors that every rank meets
+complete within `timeout_s` (a rank died, hangs or was stopped; GPT_DIST_TIMEOUT seconds, default
+DEFAULT_TIMEOUT_S) does the same, naming the ranks that never reached it: the ranks that time out
+tell each other so by point-to-point messages, and the ranks not heard from within a grace period
+are the stalled ones. Errors that every rank meets
 alike (settings that differ between ranks, a checkpoint of another world size, a diverged run) are
 raised on every rank with `every_rank = True`, so rank 0 reports them once and all exit cleanly.
 
@@ -30,14 +33,16 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from bpe.train.mpi_count import launched_world_size  # noqa: F401 (how launchers announce the job size)
+from gpt.training.buckets import GradientBuckets
 
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 
-DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 300.0
 _MAX_NAP_S = 1e-3  # the longest nap between Test() calls, in seconds
 _SPIN_S = 0.05  # seconds a wait polls without sleeping
 _JOB_TIMEOUT = -1.0  # "the Distributed's own timeout_s" as a default argument
+TIMEOUT_ENV = "GPT_DIST_TIMEOUT"
+_WAITING_TAG = 0x7A17  # the point-to-point "I am waiting too" of a timed-out collective
 
 
 class RanksDisagree(ValueError):
@@ -80,10 +85,13 @@ class Distributed:
 
     # ---- setup -------------------------------------------------------------------------
     @classmethod
-    def from_environment(cls, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Distributed | None":
-        """A Distributed when launched with more than one MPI rank, else None (single process)."""
+    def from_environment(cls, timeout_s: float | None = None) -> "Distributed | None":
+        """A Distributed when launched with more than one MPI rank, else None (single process).
+        timeout_s: of every collective; None: $GPT_DIST_TIMEOUT, else DEFAULT_TIMEOUT_S."""
         if launched_world_size() <= 1:
             return None
+        if timeout_s is None:
+            timeout_s = _timeout_from_environment()
         MPI = _import_mpi()
         comm = MPI.COMM_WORLD
         if comm.Get_size() <= 1:
@@ -258,13 +266,45 @@ class Distributed:
         while not request.Test():
             now = time.monotonic()
             if deadline is not None and now > deadline:
-                self.abort(f"rank {self.rank}: the {what} did not complete within {limit:.0f} s; another "
-                           "rank probably died or is stuck. Aborting the whole job.")
+                self.abort(f"rank {self.rank}: the {what} did not complete within {limit:g} s; "
+                           f"{self._who_is_missing(limit)}. Aborting the whole job.")
             if now - start < _SPIN_S:
                 os.sched_yield()
             else:
                 pause = min(max(pause * 2, 1e-5), _MAX_NAP_S)
                 time.sleep(pause)
+
+
+    def _who_is_missing(self, limit: float) -> str:
+        """Which ranks never reached the collective: every rank that times out sends the others a
+        word; those not heard from within the grace period (a quarter of the timeout, 1 to 10 s)
+        are stopped, stuck or dead."""
+        others = [r for r in range(self.world_size) if r != self.rank]
+        word = np.array([self.rank], dtype=np.int32)
+        heard = {r: np.zeros(1, dtype=np.int32) for r in others}
+        recvs = {r: self.comm.Irecv(heard[r], source=r, tag=_WAITING_TAG) for r in others}
+        self._sends = [self.comm.Isend(word, dest=r, tag=_WAITING_TAG) for r in others]  # alive until the abort
+        end = time.monotonic() + min(10.0, max(1.0, limit / 4))
+        while time.monotonic() < end and not all(req.Test() for req in recvs.values()):
+            time.sleep(_MAX_NAP_S)
+        missing = [r for r, req in recvs.items() if not req.Test()]
+        if not missing:
+            return "every rank is alive but they wait in different collectives"
+        return (f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never reached it "
+                f"(stopped, stuck or dead; the others waited)")
+
+
+def _timeout_from_environment() -> float:
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds above 0, got {value!r}")
+    return seconds
 
 
 def check_resume_world_size(meta: dict, world_size: int, path) -> None:
@@ -308,74 +348,3 @@ def _to_like(host: np.ndarray, like: Any) -> Any:
     from autograd.backend import xp_of
 
     return xp_of(like).asarray(host)
-
-
-class GradientBuckets:
-    """Flat buffers holding the gradients of consecutive parameters, a few large ones per model.
-
-    Parameters are grouped in order, per dtype, until a bucket holds `bucket_bytes`; each
-    all-reduce then moves one large contiguous buffer instead of one small one per parameter.
-    A bucket of n parameters holding sizes s_1..s_n is laid out as
-        [grad_1 (s_1) | ... | grad_n (s_n) | has_grad (n)]
-    where has_grad is 1 for a parameter whose .grad is set on this rank: after the sum, a
-    parameter that had no gradient on any rank keeps .grad None (as on one process, so the
-    optimizer skips it), and one that had a gradient on some rank gets the average.
-    """
-
-    def __init__(self, params: list, bucket_bytes: int = DEFAULT_BUCKET_BYTES):
-        from autograd.backend import xp_of
-
-        seen: set[int] = set()
-        self.params = []
-        for p in params:  # a shared (tied) parameter once
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
-                self.params.append(p)
-        if not self.params:
-            raise ValueError("no parameters that require gradients to all-reduce")
-        xp = xp_of(self.params[0].data)
-        self.xp = xp
-        self.on_gpu = xp is not np
-        self.groups: list[list] = []
-        current: list = []
-        size = 0
-        for p in self.params:
-            if current and (size + p.data.nbytes > bucket_bytes or p.data.dtype != current[0].data.dtype):
-                self.groups.append(current)
-                current, size = [], 0
-            current.append(p)
-            size += p.data.nbytes
-        self.groups.append(current)
-        self.flats = [xp.empty(sum(p.data.size for p in g) + len(g), dtype=g[0].data.dtype) for g in self.groups]
-
-    def pack(self) -> None:
-        """Copy every .grad into its bucket (zeros and has_grad 0 where .grad is None)."""
-        for group, flat in zip(self.groups, self.flats):
-            offset = 0
-            for p in group:
-                n = p.data.size
-                if p.grad is None:
-                    flat[offset:offset + n] = 0
-                else:
-                    flat[offset:offset + n] = p.grad.reshape(-1)
-                offset += n
-            has = np.array([p.grad is not None for p in group], dtype=flat.dtype)
-            flat[offset:] = has if not self.on_gpu else self.xp.asarray(has)  # one copy, not one per flag
-
-    def unpack(self, scale: float) -> None:
-        """Set every .grad to `scale` times its bucket slice (None where no rank had one)."""
-        for group, flat in zip(self.groups, self.flats):
-            flags = flat[flat.size - len(group):]
-            has = [bool(f) for f in (flags.get() if self.on_gpu else flags)]  # one sync per bucket
-            values = flat[:flat.size - len(group)]
-            values *= values.dtype.type(scale)
-            offset = 0
-            for p, had in zip(group, has):
-                n = p.data.size
-                if had:
-                    view = values[offset:offset + n].reshape(p.data.shape)
-                    if p.grad is None or p.grad.shape != p.data.shape or p.grad.dtype != view.dtype:
-                        p.grad = view.copy()
-                    else:
-                        p.grad[...] = view
-                offset += n

@@ -6,11 +6,13 @@ from PyPI) and skip, saying why, where either is missing. Bucket packing and bat
 checked in-process, without MPI.
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,8 @@ import pytest
 
 from gpt.training.checkpoint import CheckpointError, load_checkpoint
 from gpt.data import prepare
-from gpt.training.dist import Distributed, GradientBuckets, launched_world_size
+from gpt.training.buckets import GradientBuckets
+from gpt.training.dist import Distributed, launched_world_size
 from gpt.data.loader import BatchLoader, fixed_batches
 from gpt.training.progress import ProgressLine, read_metrics
 from gpt.training.trainer import train
@@ -263,7 +266,62 @@ def test_a_rank_that_never_joins_a_collective_ends_the_job_instead_of_hanging():
     """)
     rc, stdout, stderr = _launch([(2, ["-c", script])], timeout=40)
     assert rc != 0
-    assert "rank 0: the loss all-reduce did not complete within 2 s" in stderr
+    assert "rank 0: the loss all-reduce did not complete within 2 s; rank 1 never reached it" in stderr
+
+
+def _rank_pid(marker: str, rank: int) -> int | None:
+    """The pid of the MPI rank `rank` whose command line holds `marker` (from /proc)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if marker in (proc / "cmdline").read_bytes().decode(errors="replace") and \
+                    f"PMI_RANK={rank}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                return int(proc.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@needs_mpi
+def test_a_stopped_rank_ends_a_training_job_naming_that_rank(data_dir, tmp_path):
+    out = tmp_path / "stalled"
+    argv = _train_argv(data_dir, out, max_steps=100_000, lr_decay_steps=100_000, eval_interval=100_000)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", GPT_THREADS="1", GPT_DIST_TIMEOUT="3")
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable] + argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    pid = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pid and (out / "metrics.jsonl").is_file()):
+            pid = pid or _rank_pid(str(out), 1)
+            time.sleep(0.2)
+        assert pid, "rank 1 never started"
+        os.kill(pid, signal.SIGSTOP)  # a rank that stalls (as under a debugger or a frozen node)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if pid:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode != 0
+    assert re.search(r"rank 0: the .* did not complete within 3 s; rank 1 never reached it", err), err
+
+
+def test_the_collective_timeout_comes_from_the_environment(monkeypatch):
+    from gpt.training import dist
+
+    monkeypatch.setenv(dist.TIMEOUT_ENV, "2.5")
+    assert dist._timeout_from_environment() == 2.5
+    for bad in ("0", "-1", "x", "inf", "nan"):
+        monkeypatch.setenv(dist.TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match="GPT_DIST_TIMEOUT must be a number of seconds above 0"):
+            dist._timeout_from_environment()
+    monkeypatch.delenv(dist.TIMEOUT_ENV)
+    assert dist._timeout_from_environment() == dist.DEFAULT_TIMEOUT_S
 
 
 @needs_mpi
