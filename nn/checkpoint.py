@@ -215,7 +215,8 @@ def load_safetensors(path: str | os.PathLike, device: str = "cpu") -> tuple[dict
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"load_safetensors: no such file {str(path)!r}")
+        why = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise FileNotFoundError(f"load_safetensors: {str(path)!r} {why}")
     backend.parse_device(device)
     entries, metadata, data_start = read_safetensors_header(path)
     out: dict[str, Any] = {}

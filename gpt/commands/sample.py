@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from gpt.commands.common import add_model_source, load_run_model
 from gpt.inference.sample import from_options, options as sampling_settings
@@ -51,10 +50,9 @@ def _prompt_text(args, tok) -> str:
     from gpt.data.folder import EOT, eot_id
 
     if args.prompt_file:
-        path = Path(args.prompt_file)
-        if not path.is_file():
-            raise FileNotFoundError(f"--prompt-file {args.prompt_file!r} does not exist")
-        return path.read_text(encoding="utf-8")
+        from gpt.files import read_text_file
+
+        return read_text_file(args.prompt_file, "--prompt-file")
     if args.prompt is not None:
         return args.prompt
     return EOT if eot_id(tok) is not None else "\n"

@@ -224,10 +224,10 @@ def check_keys(d: dict, source: str) -> dict:
 
 def load_config_file(path: str) -> dict:
     """Settings from a TOML (Python 3.11+) or JSON file; tables are flattened one level."""
+    from gpt.files import read_text_file
+
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"config file {path!r} does not exist")
-    text = p.read_text(encoding="utf-8")
+    text = read_text_file(p, "config file")
     if p.suffix.lower() == ".json":
         try:
             d = json.loads(text)

@@ -220,3 +220,19 @@ def test_a_memory_error_nobody_foresaw_is_one_line(monkeypatch, capsys):
     assert cli.main(["plot", "x"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gpt plot: error: out of memory; try a smaller batch, model or sample"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sample", "--run", "RUN", "--prompt-file", "BAD"], r"--prompt-file '.*bad.txt' is not UTF-8 text \(byte 0xe9 at offset 3\)"),
+    (["sample", "--run", "RUN", "--prompt-file", "ROOT"], r"--prompt-file '.*' is a folder, not a file"),
+    (["sample", "--checkpoint", "/dev/zero"], r"'/dev/zero' is not a regular file"),
+    (["train", "--config", "BAD"], r"config file '.*bad.txt' is not UTF-8 text"),
+])
+def test_files_that_are_no_text_files_are_named_with_what_is_wrong(run, tmp_path, capsys, argv, message):
+    from gpt.cli import main
+
+    (tmp_path / "bad.txt").write_bytes(b"caf\xe9\n")
+    subs = {"RUN": str(run / "r"), "BAD": str(tmp_path / "bad.txt"), "ROOT": str(tmp_path)}
+    assert main([subs.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and __import__("re").search(message, err[0]), err

@@ -152,8 +152,12 @@ def test_truncating_a_real_checkpoint_anywhere_never_crashes(tmp_path):
 
 
 def test_missing_file_and_bad_device_are_clear(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="nope.safetensors' does not exist"):
         load_safetensors(tmp_path / "nope.safetensors")
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        load_safetensors(tmp_path)
+    with pytest.raises(FileNotFoundError, match="'/dev/null' is not a regular file"):
+        load_safetensors("/dev/null")
     save_safetensors(tmp_path / "a.safetensors", {"a": np.ones(1)})
     with pytest.raises(ValueError, match="unknown device"):
         load_safetensors(tmp_path / "a.safetensors", device="gpu0")
