@@ -13,6 +13,10 @@ tokenizers, rustbpe (training), tiktoken (encoding with the same ranks, checked 
     python3 benchmarks/bench_bpe.py --sizes 10 --vocabs 4096 --repeat 3
     python3 benchmarks/bench_bpe.py --skip-train     # encoding alone, beside a heap no training has used
 
+Batch encoding (``encode_ordinary_batch`` of the same documents, with ``num_threads`` 1 and
+--batch-threads, default 2) prints its scaling beside tiktoken's, cold (a fresh tokenizer each
+run) and warm, every result checked equal to the one-thread ids; --skip-batch leaves it out.
+
 Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
 the tools interleaved run by run; "paired" is the median of each training round's own ratio
 of our time to rustbpe's, the steadier figure on a machine whose speed drifts. Wall time and
@@ -37,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bpe import Tokenizer  # noqa: E402
 from bpe.split.patterns import resolve_pattern  # noqa: E402
+from bpe.workers import default_workers  # noqa: E402
+from bench_bpe_long import load_average, processor  # noqa: E402
 from bench_bpe_texts import corpus_docs  # noqa: E402
 
 CL100K = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
@@ -172,7 +178,10 @@ def print_table(title, header, rows):
 # ---- encoding ---------------------------------------------------------------------
 
 ENCODE_HEADER = ["corpus", "vocabulary", "ours cold", "ours warm", "tiktoken", "HF (per document)",
-                 "cold/tiktoken (CPU)", "bytes/token"]
+                 "cold/tiktoken (CPU)", "warm/tiktoken (CPU)", "bytes/token"]
+BATCH_HEADER = ["corpus", "vocabulary", "ours cold, 1 thread", "ours cold, {n}", "cold scaling", "(CPU)",
+                "ours warm, 1 thread", "ours warm, {n}", "warm scaling", "(CPU)", "tiktoken, 1 thread",
+                "tiktoken, {n}", "tiktoken scaling"]
 
 
 def hf_of(tokenizers, tok):
@@ -184,6 +193,14 @@ def hf_of(tokenizers, tok):
         return tokenizers.Tokenizer.from_file(p)
 
 
+def paired(cells, key, base):
+    """The median of each round's own ratio of ``base``'s CPU time to ``key``'s (a speed ratio of
+    ``key`` to ``base``): a round's runs share the machine's conditions."""
+    if not cells[key] or not cells[base]:
+        return "-"
+    return f"{statistics.median(b[1] / k[1] for k, b in zip(cells[key], cells[base])):.2f}x"
+
+
 def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers):
     """One table row: each encoder on the concatenated documents, interleaved run by run."""
     text = "".join(docs)
@@ -192,8 +209,7 @@ def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, token
     ids = warm.encode_ordinary(text)
     enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials) if tiktoken else None
     hf = hf_of(tokenizers, warm) if tokenizers and name.startswith("ours") else None  # HF ids differ for cl100k's byte order
-    cells = {k: [] for k in ["cold", "warm", "tt", "hf", "batch", "ttb"]}
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cells = {k: [] for k in ["cold", "warm", "tt", "hf"]}
     for _ in range(args.encode_repeat):
         fresh = Tokenizer(ranks, pattern, specials)
         w, c, out = measure(lambda: fresh.encode_ordinary(text), children=False)
@@ -206,19 +222,68 @@ def encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, token
             assert out == ids, f"tiktoken and bpe disagree on the {kind} text"
         if hf is not None:  # per document: the whole text is quadratic for it
             cells["hf"].append(measure(lambda: [hf.encode(d).ids for d in docs], children=False)[:2])
-        if args.batch:
-            fresh = Tokenizer(ranks, pattern, specials)
-            cells["batch"].append(measure(lambda: fresh.encode_batch(docs, num_threads=args.workers))[:2])
-            if enc is not None:
-                cells["ttb"].append(measure(lambda: enc.encode_ordinary_batch(docs, num_threads=ncpu))[:2])
 
     def rate(key):
         v = cells[key]
         return f"{mbs / med(v, 0):.2f} ({mbs / med(v, 1):.2f})" if v else "-"
 
-    ratio = f"{med(cells['tt'], 1) / med(cells['cold'], 1):.2f}x" if cells["tt"] else "-"
-    row = [kind, name, rate("cold"), rate("warm"), rate("tt"), rate("hf"), ratio, f"{mbs * MB / len(ids):.3f}"]
-    return row + ([rate("batch"), rate("ttb")] if args.batch else [])
+    return [kind, name, rate("cold"), rate("warm"), rate("tt"), rate("hf"), paired(cells, "cold", "tt"),
+            paired(cells, "warm", "tt"), f"{mbs * MB / len(ids):.3f}"]
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far (Linux: /proc/PID/stat, in clock ticks); 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def batch_measure(tok, fn):
+    """(wall seconds, CPU seconds of the busiest process, result) of ``fn()``: this process or one of
+    ``tok``'s batch workers, which are kept between batches (bpe.encode.parallel_encode). The
+    busiest process's CPU is what the batch would take on cores nothing else uses."""
+    from bpe.encode.parallel_encode import _POOLS
+
+    def workers():
+        pool = _POOLS.get(tok)
+        return [p.pid for p, _ in pool.workers] if pool else []
+
+    before = {pid: _proc_cpu(pid) for pid in workers()}
+    w, c, out = measure(fn, children=False)
+    return w, max([c] + [_proc_cpu(pid) - before.get(pid, 0.0) for pid in workers()]), out
+
+
+def batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken):
+    """One row of the scaling table: encode_ordinary_batch on 1 and on --batch-threads threads, cold
+    and warm, interleaved run by run, each result checked."""
+    n = args.batch_threads
+    one = Tokenizer(ranks, pattern, specials).encode_ordinary_batch(docs, num_threads=1)
+    enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials) if tiktoken else None
+    cells = {k: [] for k in ["cold1", "coldn", "warm1", "warmn", "tt1", "ttn"]}
+    for _ in range(args.encode_repeat):
+        for threads, tag in ((1, "1"), (n, "n")):
+            tok = Tokenizer(ranks, pattern, specials)
+            for state in ("cold", "warm"):  # the same tokenizer: its second batch is warm
+                w, c, out = batch_measure(tok, lambda: tok.encode_ordinary_batch(docs, num_threads=threads))
+                cells[state + tag].append((w, c))
+                assert out == one, f"encode_batch on {threads} threads gave other ids for the {kind} text"
+            if enc is not None:
+                w, _, out = measure(lambda: enc.encode_ordinary_batch(docs, num_threads=threads))
+                cells["tt" + tag].append((w, 0.0))
+                assert out == one, f"tiktoken's batch and ours disagree on the {kind} text"
+    mbs = sum(len(d.encode("utf-8")) for d in docs) / MB
+
+    def rate(key):
+        return f"{mbs / med(cells[key], 0):.2f}" if cells[key] else "-"
+
+    def scaling(a, b, i=0):  # the median of each round's own ratio (i=1: of the busiest process's CPU)
+        return f"{statistics.median(x[i] / y[i] for x, y in zip(cells[a], cells[b])):.2f}x" if cells[a] else "-"
+
+    return [kind, name, rate("cold1"), rate("coldn"), scaling("cold1", "coldn"), scaling("cold1", "coldn", 1),
+            rate("warm1"), rate("warmn"), scaling("warm1", "warmn"), scaling("warm1", "warmn", 1),
+            rate("tt1"), rate("ttn"), scaling("tt1", "ttn")]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -230,12 +295,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--pattern", default="gpt4", help="split pattern for every tool (default gpt4)")
     ap.add_argument("--repeat", type=int, default=1, help="training runs per cell (median; default 1)")
     ap.add_argument("--encode-repeat", type=int, default=3, help="encoding runs per cell (median; default 3)")
-    ap.add_argument("--workers", type=int, default=None, help="our counting/batch processes (default all cores)")
+    ap.add_argument("--workers", type=int, default=None, help="our counting processes when training (default all cores)")
     ap.add_argument("--train-corpora", default="code,prose,multilingual",
                     help="corpora to train on (bench_bpe_texts.py; default code,prose,multilingual)")
     ap.add_argument("--encode-corpora", default="code,prose,multilingual",
                     help="corpora to encode (bench_bpe_texts.py; default code,prose,multilingual)")
-    ap.add_argument("--batch", action="store_true", help="also time batch encoding (per document, all cores)")
+    ap.add_argument("--batch-threads", type=int, default=2, help="threads of the batch-scaling table (default 2)")
+    ap.add_argument("--skip-batch", action="store_true", help="leave out the batch-scaling table")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-encode", action="store_true")
     ap.add_argument("--quick", action="store_true", help="2 MB, vocab 1024 and 4096, single runs")
@@ -274,16 +340,26 @@ def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) 
         from bpe.files.tiktoken_file import load_tiktoken_ranks
 
         vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
-    rows = []
+    rows, batch_rows = [], []
     for kind in args.encode_corpora.split(","):
         docs = corpus_docs(kind, int(args.encode_size * MB))
         for name, ranks, specials in vocabularies:
             rows.append(encode_row(kind, docs, name, ranks, specials, pattern, args, tiktoken, tokenizers))
             print(f"  encoded {kind} with {name}: {rows[-1]}", file=sys.stderr)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        if not args.skip_batch:  # the last vocabulary: cl100k's where it is here
+            name, ranks, specials = vocabularies[-1]
+            batch_rows.append(batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken))
+            print(f"  batch-encoded {kind} with {name}: {batch_rows[-1]}", file=sys.stderr)
     print_table(f"Encoding {args.encode_size:g} MB, one thread: MB/s of wall time (MB/s of CPU time), median of "
-                f"{args.encode_repeat}; cold = fresh tokenizer (empty piece cache); load average now "
-                f"{load[0]:.2f}", ENCODE_HEADER + (["ours batch", "tiktoken batch"] if args.batch else []), rows)
+                f"{args.encode_repeat}; cold = fresh tokenizer (empty piece cache); ratios: speed against "
+                f"tiktoken's, the median of each round's own; load average now {load_average()}", ENCODE_HEADER, rows)
+    if batch_rows:
+        n = f"{args.batch_threads} threads"
+        print_table(f"Batch encoding the same documents (encode_ordinary_batch): MB/s of wall time, median of "
+                    f"{args.encode_repeat}; scaling = the time on one thread over the time on {n}, the median of "
+                    f"each round's own (CPU: of the busiest process's CPU time, what idle cores would give); "
+                    f"{default_workers()} cores; load average now {load_average()}",
+                    [h.format(n=n) for h in BATCH_HEADER], batch_rows)
 
 
 def main(argv=None) -> int:
@@ -294,10 +370,8 @@ def main(argv=None) -> int:
     tokenizers = try_import("tokenizers")
     tiktoken = try_import("tiktoken")
     rustbpe = try_import("rustbpe")
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    print(f"python {sys.version.split()[0]}, {ncpu} cores, load average {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}, pattern {args.pattern}; peers: "
+    print(f"{processor()}, {default_workers()} cores; python {sys.version.split()[0]}, load average "
+          f"{load_average()}, pattern {args.pattern}; peers: "
           f"tokenizers {getattr(tokenizers, '__version__', 'absent')}, tiktoken {getattr(tiktoken, '__version__', 'absent')}, "
           f"rustbpe {'present' if rustbpe else 'absent'}")
     trained = {} if args.skip_train else train_section(args, sizes, vocabs, pattern, tokenizers, rustbpe)

@@ -187,7 +187,8 @@ class Tokenizer:
                      allowed_special: Allowed = frozenset(), disallowed_special: Disallowed = "all",
                      ) -> list[list[int]]:
         """``[encode(t) for t in texts]`` on up to ``num_threads`` cores (default: the free ones), as
-        tiktoken's; they are processes (``bpe.encode.parallel_encode``), small batches stay in this one."""
+        tiktoken's; they are processes (``bpe.encode.parallel_encode``), kept for this tokenizer's
+        later batches and stopped with it; small batches stay in this process."""
         from .encode.parallel_encode import encode_batch
 
         special_policy(self._special, allowed_special, disallowed_special)  # fail here, not in a worker

@@ -26,9 +26,12 @@ from .rank_merge import merge_parts
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
 _LOW32 = (1 << 32) - 1
+CROWDED = 1 << 40  # flags a bucket of more than one key in _Buckets.head_or_crowded
 _INF_KEY = INF << 32
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
+_SIZE_BITS = 5  # a token's length beside its rank in one int64 (lengths up to _SHORT)
+_SIZE_MASK = (1 << _SIZE_BITS) - 1
 # The masks that keep the first L bytes (0..16) of a span's two big-endian words.
 _HI_MASK = HEAD_MASK
 _LO_MASK = HEAD_MASK[np.maximum(np.arange(_SHORT + 1) - WORD, 0)]
@@ -55,6 +58,9 @@ class _Buckets:
         self.head_key = self.key[first]
         self.head = np.where(size > 0, self.index[first], _EMPTY)
         self.crowded = size > 1
+        # One read per lookup for the caller that checks the keys itself: the head's position
+        # (``key.size`` for an empty bucket), plus CROWDED where the bucket holds more keys.
+        self.head_or_crowded = np.where(size > 0, self.head, key.size) | np.where(self.crowded, CROWDED, 0)
 
     def distinct(self) -> bool:
         """Whether the keys were distinct (equal keys share a bucket: only crowded ones are checked)."""
@@ -118,6 +124,10 @@ class TokenTable:
         self._table = _Buckets(_mix(self.hi, self.lo, self.size))
         if not self._table.distinct():
             raise ValueError("two tokens share a hash")
+        # The same, the rank and length in one word, and one row more whose length is above _SHORT:
+        # equal to no span compared in NumPy (the longer ones are looked up again by their bytes).
+        self._hi, self._lo = np.append(self.hi, np.uint64(0)), np.append(self.lo, np.uint64(0))
+        self._meta = np.append(self.rank << _SIZE_BITS | self.size, _SIZE_MASK)
 
     def spans(self, data: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Ranks (int64, like ``start``) of the tokens ``data[start[i]:end[i]]`` spell, INF where none.
@@ -126,10 +136,21 @@ class TokenTable:
         k = np.minimum(size, _SHORT)
         hi = words[start] & _HI_MASK[k]
         lo = words[start + 8] & _LO_MASK[k]
-        at = self._table.find(_mix(hi, lo, k))
-        g = np.maximum(at, 0)
-        hit = (at >= 0) & (self.hi[g] == hi) & (self.lo[g] == lo) & (self.size[g] == size)
-        out = np.where(hit, self.rank[g], INF)
+        key = _mix(hi, lo, k)
+        table = self._table
+        # The head of each span's bucket, compared by its bytes and length at once (no read of the
+        # hashes); an empty bucket's head is the row past the tokens.
+        head = table.head_or_crowded[table._home(key)]
+        g = head & (CROWDED - 1)
+        meta = self._meta[g]
+        hit = (self._hi[g] == hi) & (self._lo[g] == lo) & ((meta & _SIZE_MASK) == size)
+        out = np.where(hit, meta >> _SIZE_BITS, INF)
+        more = np.flatnonzero(~hit & (head >= CROWDED))  # the other keys of a crowded bucket
+        if more.size:
+            at = table.find(key[more])
+            g = np.maximum(at, 0)
+            found = (at >= 0) & (self.hi[g] == hi[more]) & (self.lo[g] == lo[more]) & (self.size[g] == size[more])
+            out[more[found]] = self.rank[g[found]]
         for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
             out[i] = self.ranks.get(data[start[i]:end[i]], INF)
         return out

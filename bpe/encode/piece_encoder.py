@@ -16,6 +16,9 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
   BATCH_TARGET new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into their lists (which
   the cache keeps as their ids), and the waiting ids are joined (``extend`` reads a filled list
   as it reads a tuple).
+
+``encode_many(texts)`` runs the blocks of all the texts through the same loop, each block's ids onto
+its own text's list, so that the new pieces of a batch of short texts are merged together too.
 """
 from __future__ import annotations
 
@@ -130,45 +133,68 @@ class PieceEncoder:
         if self._table:
             self.cache = BatchCache(self.cache)
 
+    def share_table(self) -> None:
+        """Build the token table now, if it can be and is not yet: processes forked next inherit it
+        instead of each building its own."""
+        if self._table is None:
+            self._token_table()
+
     def __call__(self, text: str) -> list[int]:
-        if len(text) <= ENCODE_BLOCK:
-            return self._encode(text)
+        out: list[int] = []
+        self._run(((out, block) for block in self._blocks(text)), len(text))
+        return out
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """``[self(t) for t in texts]``, with the new pieces of all the texts merged together (a batch
+        of short texts then costs what their concatenation would)."""
+        outs: list[list[int]] = [[] for _ in texts]
+        self._run(((out, block) for out, t in zip(outs, texts) for block in self._blocks(t)), sum(map(len, texts)))
+        return outs
+
+    def _run(self, jobs, n_chars: int) -> None:
+        """Encode each ``(out, block)`` of the iterator ``jobs`` onto its ``out``; ``n_chars``: the
+        characters of all the blocks."""
+        if n_chars <= ENCODE_BLOCK:
+            self._encode(jobs, n_chars)
+            return
         # A long text creates many tuples and lists (the ids of new pieces, the lists of ids): the
         # collector would scan the whole heap for cycles over and over.
         with gc_paused():
-            return self._encode(text)
+            self._encode(jobs, n_chars)
 
-    def _encode(self, text: str) -> list[int]:
-        out: list[int] = []
+    def _encode(self, jobs, n_chars: int) -> None:
         cache, find = self.cache, self.findall
-        blocks = self._blocks(text)
         if self._table:
-            self._batched(blocks, out)
-            return out
+            self._batched(jobs)
+            return
         done = 0
-        for block in blocks:
+        for out, block in jobs:
             _extend(out, map(cache.__getitem__, find(block)))
             done += len(block)
-            # Worth it once the pieces merged one by one, projected over the whole text at the rate
+            # Worth it once the pieces merged one by one, projected over all the text at the rate
             # seen so far, reach table_after.
-            if self._table is None and cache.missed * len(text) >= self.table_after * done and self._token_table():
-                self._batched(blocks, out)
+            if self._table is None and cache.missed * n_chars >= self.table_after * done and self._token_table():
+                self._batched(jobs)
                 break
-        return out
 
-    def _batched(self, blocks, out: list[int]) -> None:
-        """Encode ``blocks`` onto ``out``, new pieces merged together (see the module docstring)."""
+    def _batched(self, jobs) -> None:
+        """Encode ``jobs`` (as ``_run``), new pieces merged together (see the module docstring)."""
         cache, find = self.cache, self.findall
         wait: list = []  # the id tuples (and pending lists) of the blocks that wait
+        marks: list = []  # [out, end]: wait[previous end:end] belongs to out
         n_chars = 0
         try:
-            for block in blocks:
+            for out, block in jobs:
                 wait += map(cache.__getitem__, find(block))
+                if marks and marks[-1][0] is out:
+                    marks[-1][1] = len(wait)
+                else:
+                    marks.append([out, len(wait)])
                 n_chars += len(block)
                 if not cache.pending or cache.pending >= BATCH_TARGET or n_chars >= WAIT_CHARS:
-                    self._flush(wait, out)
+                    self._flush(wait, marks)
                     n_chars = 0
-            self._flush(wait, out)
+            self._flush(wait, marks)
         finally:
             for piece in cache.pending_pieces():  # an error left them: no list may stay in the cache
                 del cache[piece]
@@ -185,9 +211,9 @@ class PieceEncoder:
             yield text[pos:end]
             pos = end
 
-    def _flush(self, wait: list, out: list[int]) -> None:
+    def _flush(self, wait: list, marks: list) -> None:
         """Merge the pending pieces together into their lists (which the cache keeps as their ids),
-        then move the waiting ids onto ``out``."""
+        then move the waiting ids onto their ``out`` lists (``marks``: as in ``_batched``)."""
         cache = self.cache
         if cache.pending:
             new = cache.pending_pieces()
@@ -197,8 +223,15 @@ class PieceEncoder:
                 del cache[new[i]]  # a rare huge piece is not worth its memory
             cache.make_room(0)
             cache.settled = len(cache)
-        _extend(out, wait)
+        if len(marks) == 1:
+            _extend(marks[0][0], wait)
+        else:
+            start = 0
+            for out, end in marks:
+                _extend(out, wait[start:end])
+                start = end
         wait.clear()
+        marks.clear()
 
     def _fill(self, pieces: list[str], lists: list[list[int]], lens: np.ndarray) -> None:
         """Extend each list with the ids of its piece (the pieces distinct, ``lens`` their lengths in

@@ -3,6 +3,7 @@ time, as tiktoken's num_threads does; small batches stay in the calling process.
 import pytest
 
 import bpe.encode.parallel_encode as parallel_encode
+from bpe import Tokenizer
 from bpe.encode.parallel_encode import START_CHARS, free_cores, plan
 
 
@@ -46,3 +47,112 @@ def test_a_disallowed_special_token_raises_from_a_worker(tok4, monkeypatch):
 def test_num_threads_must_be_a_positive_int(tok4, bad):
     with pytest.raises(ValueError, match="num_threads must be an int of at least 1"):
         tok4.encode_ordinary_batch(["a"], num_threads=bad)
+
+
+def test_a_batch_in_one_process_merges_the_new_pieces_of_all_its_texts_together(tok4, corpus_texts, monkeypatch):
+    import bpe.encode.piece_encoder as piece_encoder
+
+    monkeypatch.setattr(piece_encoder, "TABLE_COST", 1 << 30)  # the token table from the first piece
+    monkeypatch.setattr(piece_encoder, "BATCH_MIN", 1)
+    fills = []
+    real = piece_encoder.PieceEncoder._fill
+    monkeypatch.setattr(piece_encoder.PieceEncoder, "_fill", lambda self, *a: fills.append(1) or real(self, *a))
+    texts = [t[:3000] for t in corpus_texts[:30]]
+    want = [tok4.encode_ordinary(t) for t in texts]
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    fills.clear()
+    assert fresh.encode_ordinary_batch(texts, num_threads=1) == want
+    assert len(fills) == 1  # one merge for all the texts' new pieces, not one per text
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_special_tokens_surrogates_and_long_texts_in_a_batch_equal_one_by_one(tok4, corpus_texts, monkeypatch,
+                                                                               num_threads):
+    import bpe.encode.piece_encoder as piece_encoder
+
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    monkeypatch.setattr(piece_encoder, "ENCODE_BLOCK", 64)  # texts of many blocks, cut inside a batch
+    monkeypatch.setattr(piece_encoder, "BATCH_TARGET", 30)
+    texts = ["<|endoftext|>", "<|endoftext|><|fim|>", "a<|fim|>", "<|fim|>b", "", "\ud83d\ude00 pair \udfff lone",
+             "".join(corpus_texts[:3])[:20_000] + "<|endoftext|>" + corpus_texts[5][:500]] + corpus_texts[6:10]
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
+    for allowed in ("all", {"<|fim|>"}):
+        want = [tok4.encode(t, allowed_special=allowed, disallowed_special=()) for t in texts]
+        assert fresh.encode_batch(texts, num_threads=num_threads, allowed_special=allowed,
+                                  disallowed_special=()) == want
+    want = [tok4.encode_ordinary(t) for t in texts]
+    assert fresh.encode_ordinary_batch(texts, num_threads=num_threads) == want
+
+
+def test_a_text_that_is_not_a_str_is_refused_before_any_worker_starts(tok4, monkeypatch):
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    monkeypatch.setattr(parallel_encode.mp, "get_context", None)  # a worker start would fail otherwise
+    with pytest.raises(TypeError, match="encode_bytes"):
+        tok4.encode_ordinary_batch(["text"] * 3 + [b"bytes"], num_threads=2)
+
+
+def test_an_error_in_a_worker_is_raised_in_the_caller(tok4, monkeypatch):
+    import os
+
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    caller, real = os.getpid(), parallel_encode._encode_prepared
+
+    def fails_in_a_worker(tok, texts, allowed):
+        if os.getpid() != caller:
+            raise MemoryError("worker ran out")
+        return real(tok, texts, allowed)
+
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", fails_in_a_worker)
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)  # its workers start now, with the failing encode
+    with pytest.raises(MemoryError, match="worker ran out"):
+        fresh.encode_ordinary_batch(["some text"] * 8, num_threads=2)
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", real)
+    assert fresh.encode_ordinary_batch(["some text"] * 8, num_threads=1) == [tok4.encode_ordinary("some text")] * 8
+
+
+def test_workers_are_kept_for_the_next_batch_replaced_when_gone_and_stopped_with_their_tokenizer(
+        tok4, corpus_texts, monkeypatch):
+    import gc
+
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    if parallel_encode.default_workers() < 2:
+        pytest.skip("one core: no worker is started")
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    texts = corpus_texts[:10]
+    want = [tok4.encode_ordinary(t) for t in texts]
+    assert fresh.encode_ordinary_batch(texts, num_threads=2) == want
+    (worker, _), = parallel_encode._POOLS[fresh].workers
+    assert fresh.encode_ordinary_batch(texts, num_threads=2) == want
+    assert parallel_encode._POOLS[fresh].workers[0][0] is worker and worker.is_alive()  # the same process
+    worker.kill()
+    worker.join()
+    assert fresh.encode_ordinary_batch(texts, num_threads=2) == want  # a new one in its place
+    (again, _), = parallel_encode._POOLS[fresh].workers
+    assert again is not worker
+    del fresh
+    gc.collect()
+    again.join(timeout=10)
+    assert not again.is_alive()
+
+
+def test_an_interrupt_in_the_caller_stops_its_workers_and_the_next_batch_is_right(tok4, corpus_texts, monkeypatch):
+    import os
+
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    if parallel_encode.default_workers() < 2:
+        pytest.skip("one core: no worker is started")
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    texts = corpus_texts[:10]
+    caller, real = os.getpid(), parallel_encode._encode_prepared
+
+    def interrupted_in_the_caller(tok, share, allowed):
+        if os.getpid() == caller:
+            raise KeyboardInterrupt
+        return real(tok, share, allowed)
+
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", interrupted_in_the_caller)
+    with pytest.raises(KeyboardInterrupt):
+        fresh.encode_ordinary_batch(texts, num_threads=2)  # its worker's reply stays unread
+    assert parallel_encode._POOLS[fresh].workers == []  # so the pool was closed
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", real)
+    assert fresh.encode_ordinary_batch(texts, num_threads=2) == [tok4.encode_ordinary(t) for t in texts]
