@@ -30,7 +30,8 @@ from pathlib import Path
 # The settings of the old default, as flags (what `gpt train` with no arguments ran before).
 OLD_FLAGS = ["--vocab-size", "2048", "--block-size", "128", "--n-layer", "4", "--n-head", "4",
              "--n-embd", "128", "--batch-size", "16", "--max-steps", "800", "--lr", "3e-3",
-             "--min-lr", "3e-4", "--warmup-steps", "50", "--eval-interval", "100", "--eval-batches", "8"]
+             "--min-lr", "3e-4", "--warmup-steps", "50", "--eval-interval", "100", "--eval-batches", "8",
+             "--pos", "learned", "--norm", "layernorm", "--mlp", "gelu", "--bias"]
 
 
 def old_corpus_files() -> list[Path]:
