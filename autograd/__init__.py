@@ -11,6 +11,7 @@ from autograd.tensor import Tensor  # noqa: F401
 from autograd.function import Function  # noqa: F401
 from autograd.backend import cuda_available  # noqa: F401
 from autograd.allocator import keep_freed_memory  # noqa: F401
+from autograd.parallel import set_threads  # noqa: F401  (the default: autograd.threads)
 from autograd.random import manual_seed  # noqa: F401
 from autograd.factories import (  # noqa: F401
     zeros, ones, full, randn, rand, arange, zeros_like, ones_like, full_like, randn_like, rand_like,
@@ -24,7 +25,7 @@ from autograd import functional  # noqa: F401,E402  (vjp, jacobian: `autograd.fu
 # Python builtin (sum, max, min, abs, pow) under `from autograd import *`.
 __all__ = [
     "Tensor", "Function", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
-    "cuda_available", "keep_freed_memory", "manual_seed", "gradcheck", "functional",
+    "cuda_available", "keep_freed_memory", "set_threads", "manual_seed", "gradcheck", "functional",
     "zeros", "ones", "full", "randn", "rand", "arange", "zeros_like", "ones_like", "full_like",
     "randn_like", "rand_like",
 ] + [_name for _name in _ops.__all__ if not hasattr(_builtins, _name)]

@@ -15,8 +15,12 @@ workers, which take it between the chunks of later ops (autograd/pool.py).
 
 `set_threads(n)` sets both the pool's size and OpenBLAS's threads (the BLAS NumPy loaded, found
 through /proc/self/maps and set the way threadpoolctl does; elsewhere only the pool changes).
-The default is 1 (no pool) until someone calls it: `gpt train` chooses by itself from the
-cores it finds free (autograd/threads.py), and so does every `gpt` command that runs a model.
+Until someone calls it, the count is `gpt train`'s choice (autograd/threads.py: the free cores,
+or GPT_THREADS / OPENBLAS_NUM_THREADS / OMP_NUM_THREADS; a rank under an MPI launcher takes its
+share of them), made at the first op that would use the pool, since measuring the free cores
+takes half a second: importing the package, small ops and `set_threads` never pay it. A forked
+process starts without its parent's pool (threads are not copied by a fork) and chooses again at
+its first such op, unless the count was set explicitly, which it keeps.
 """
 from __future__ import annotations
 
@@ -35,9 +39,11 @@ from autograd.sums import column_sums
 CHUNK_ELEMENTS = 1 << 16   # elements per chunk: a multi-pass kernel's chunk stays in L2
 MIN_PARALLEL = 1 << 17     # below this many elements the pool's wake-up costs more than it saves
 
-_threads = 1
+_threads: int | None = None   # None: not chosen yet (chosen at the first op that would use the pool)
+_set_by_user: int | None = None   # what set_threads was given, which a forked child keeps
 _pool: Pool | None = None
-_lock = threading.Lock()
+_lock = threading.Lock()          # guards _threads and _pool
+_choosing = threading.Lock()      # one thread measures the free cores, the others wait for it
 _BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
                  "openblas_set_num_threads64_", "openblas_set_num_threads")
 
@@ -91,23 +97,68 @@ def set_blas_threads(n: int) -> bool:
 
 
 def threads() -> int:
-    """Threads the pool's work runs on (the caller's included)."""
+    """Threads the pool's work runs on (the caller's included); chooses them if nobody has."""
+    if _threads is None:
+        _choose()
     return _threads
 
 
-def set_threads(n: int, blas: int | None = None) -> None:
+def set_threads(n: int | None, blas: int | None = None) -> None:
     """Run chunked work, matrix products included, on n threads (the caller's plus n - 1 pool
     threads), and OpenBLAS on `blas` threads (default 1: the pool splits the products itself,
-    which a busy core cannot stall the way OpenBLAS's even split is stalled)."""
+    which a busy core cannot stall the way OpenBLAS's even split is stalled). n=None: back to
+    the default, chosen again at the next op that would use the pool."""
+    global _set_by_user
+    _set_by_user = None if n is None else max(1, int(n))
+    if n is None:
+        _resize(None)
+        return
+    _resize(_set_by_user)
+    set_blas_threads(1 if blas is None else blas)
+
+
+def _resize(n: int | None, only_if_unchosen: bool = False) -> None:
     global _threads, _pool
-    n = max(1, int(n))
     with _lock:
+        if only_if_unchosen and _threads is not None:
+            return                     # set_threads ran while the free cores were measured
         if n != _threads:
-            old, _pool = _pool, (Pool(n - 1) if n > 1 else None)
+            old, _pool = _pool, (Pool(n - 1) if n is not None and n > 1 else None)
             _threads = n
             if old is not None:
                 old.close()
-    set_blas_threads(1 if blas is None else blas)
+
+
+def _choose() -> None:
+    """Set the default thread count (see the module docstring) unless someone set one meanwhile."""
+    from autograd.threads import choose_threads, launched_local_ranks
+
+    with _choosing:
+        if _threads is not None:
+            return
+        n = _set_by_user if _set_by_user is not None else choose_threads(ranks=launched_local_ranks())
+        _resize(n, only_if_unchosen=True)
+        if _set_by_user is None:
+            set_blas_threads(1)
+
+
+def _pool_for_work() -> Pool | None:
+    """The pool for work large enough to split (None: one thread), the count chosen first if
+    nobody has chosen it."""
+    if _threads is None:
+        _choose()
+    return _pool
+
+
+def _after_fork_in_child() -> None:
+    # The pool's threads are not in the child, and a lock may have been held by one of them.
+    global _threads, _pool, _lock, _choosing
+    _lock, _choosing = threading.Lock(), threading.Lock()
+    _threads, _pool = None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def chunk_rows(n_rows: int, row_elements: int) -> int:
@@ -121,10 +172,10 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
     the work is large (n_rows * row_elements >= MIN_PARALLEL), else once as fn(0, n_rows).
     Ranges hold `step` rows (default: about CHUNK_ELEMENTS elements). fn must write disjoint
     outputs per range; its exceptions are raised here."""
-    pool = _pool
     if n_rows < 2 or n_rows * row_elements < MIN_PARALLEL:
         fn(0, n_rows)
         return
+    pool = _pool_for_work()
     step = step or chunk_rows(n_rows, row_elements)
     bounds = [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
     if pool is None:  # the same ranges in order: results never depend on the thread count
@@ -151,7 +202,7 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
 
     # A worker busy with deferred work joins late or not at all: the caller takes what is left
     # and waits only for chunks a worker has started.
-    pool.help(worker, min(_threads - 1, n - 1))
+    pool.help(worker, min((_threads or 1) - 1, n - 1))
     worker()
     done.acquire()
     if errors:
@@ -159,8 +210,9 @@ def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 
 
 
 def defer(task: Callable[[], None]) -> None:
-    """Run task() on a worker while the caller goes on, or now when there is no pool; its
-    result must not be read before `drain()`."""
+    """Run task() on a worker while the caller goes on, or now when there is no pool (or the
+    thread count is not chosen yet: a small task alone does not choose it); its result must
+    not be read before `drain()`."""
     pool = _pool
     if pool is None:
         task()
@@ -219,6 +271,7 @@ def deferred_matmul(a, b):
         defer(lambda: np.matmul(a, b, out=out))
         return out
     out, block, n, step = plan
+    _pool_for_work()             # a product this large chooses the thread count, as matmul's does
     for lo in range(0, n, step):
         defer(functools.partial(block, lo, min(n, lo + step)))
     return out

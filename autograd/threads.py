@@ -1,7 +1,9 @@
-"""How many CPU threads a command computes on: the cores this process may run on, less those
-other processes keep busy when it starts (measured over a fraction of a second), or the user's
-choice. Every `gpt` command that runs a model (train, sample, eval, gradflow, translate) chooses
-here, through `apply_threads`, and so may a library default.
+"""How many CPU threads a process computes on: the cores this process may run on, less those
+other processes keep busy when it starts (measured over half a second), or the user's choice.
+Every `gpt` command that runs a model (train, sample, eval, gradflow, translate) chooses here,
+through `apply_threads`, and so does the library itself where nobody chose: autograd.parallel
+calls `choose_threads` at the first op that would use its pool, so a model trained from Python
+computes on the threads `gpt train` would take.
 
 A step on the CPU splits its work, matrix products included, across the threads of
 autograd.parallel. On a machine where another job holds a core, a thread that shares that core
@@ -10,7 +12,10 @@ on a busy core slows the whole step down. So a command counts only the cores it 
 OpenBLAS keeps one thread (its even split stalls on a busy core; the pool splits instead).
 
 Override: GPT_THREADS=N; OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set and GPT_THREADS is
-not, are honoured as the thread count too. Ranks of a data-parallel run share the free cores.
+not, are honoured as the thread count too; autograd.parallel.set_threads(n) over all of them.
+Ranks of a data-parallel run share the free cores: `gpt train` passes its world size, and the
+library's default takes the ranks its MPI launcher started on this node (`launched_local_ranks`).
+A forked process measures again (its parent's measurement counted its siblings as idle).
 bpe computes without BLAS, in worker processes that take work as they come free: its `--workers`
 (default: the cores it may run on, bpe.workers) is its thread count.
 """
@@ -21,6 +26,8 @@ import os
 
 ENV = "GPT_THREADS"
 _BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+# How MPI launchers announce the ranks they started on this node (MPICH/hydra, Open MPI, PMIx).
+_LOCAL_RANKS_ENV = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE")
 
 
 def _requested() -> int | None:
@@ -50,6 +57,19 @@ def free_cores() -> int:
     # a core counts as taken from 0.75 of it busy: a short blip of another process must not
     # halve a run on a quiet machine
     return max(1, min(cores, cores - int(others + 0.25)))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=free_cores.cache_clear)
+
+
+def launched_local_ranks(environ=os.environ) -> int:
+    """Ranks an MPI launcher started on this node (1 when not under one)."""
+    for name in _LOCAL_RANKS_ENV:
+        value = environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
 
 
 def choose_threads(requested: int | None = None, ranks: int = 1) -> int:

@@ -289,6 +289,14 @@ def torch_peer(args) -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _our_initial_weights(args) -> dict:
+    """The weights our rows start from (seed 0), named and laid out as the PyTorch peer's."""
+    from bench_train import peer_state
+
+    autograd.manual_seed(0)
+    return peer_state(GPT(model_config(args)))
+
+
 def training_rows(args, B: int, precisions: list, attentions: list, torch_ok: bool) -> tuple[list, dict]:
     """(rows (impl, precision, attention, result or None, note), PyTorch tokens/s by precision)."""
     T = args.block_size
@@ -299,7 +307,8 @@ def training_rows(args, B: int, precisions: list, attentions: list, torch_ok: bo
                 rows.append(("pytorch", prec, "sdpa", None, "skipped: time budget"))
             else:
                 try:
-                    r = bench_torch(args, B, prec, time_steps, time.perf_counter() + max(10.0, left(args) - 30))
+                    r = bench_torch(args, B, prec, time_steps, time.perf_counter() + max(10.0, left(args) - 30),
+                                    state=_our_initial_weights(args))
                     torch_tps[prec] = B * T / statistics.median(r["times"])
                     rows.append(("pytorch", prec, "sdpa", r, None))
                 except Exception as exc:  # noqa: BLE001 - the peer must not stop our rows

@@ -1,9 +1,9 @@
-"""Training-step speed of the GPT beside PyTorch eager in the same run (ms/step, ratio, peak
+"""Training-step speed of the GPT beside PyTorch eager from the same weights (ms/step, ratio, peak
 memory, the machine's load), and optionally the quality of nanoGPT's Tiny Shakespeare run.
 
     python3 benchmarks/bench_train.py                     # (a) and (b) beside PyTorch, CPU
     python3 benchmarks/bench_train.py --load 0,1          # quiet, then with one core kept busy
-    python3 benchmarks/bench_train.py --threads 1         # pool and BLAS threads (default: auto)
+    python3 benchmarks/bench_train.py --threads 1         # our pool threads (default: gpt train's choice)
     python3 benchmarks/bench_train.py --phases            # + forward, backward, clip, optimizer apart
     python3 benchmarks/bench_train.py --device cuda       # on a GPU through CuPy (no peer)
     python3 benchmarks/bench_train.py --shakespeare       # + val loss after 2,000 steps of (a)
@@ -11,25 +11,31 @@ memory, the machine's load), and optionally the quality of nanoGPT's Tiny Shakes
 
 (a) nanoGPT's CPU config: 4 layers, 4 heads, d=128, T=64, B=12 (vocab 65, characters).
 (b) 6 layers, 6 heads, d=384, T=256, B=8, vocab 4,096.
-A step is the whole of training: forward, backward, gradient clipping and AdamW, float32. When
-PyTorch is installed (imported lazily, benchmarks/_torch_train.py: the same model in PyTorch
-eager), both run in this process on the same batches and thread count, their steps interleaved
-(ours, theirs, theirs, ours, ...) so that the machine's noise falls on both alike; the table
-gives medians and their ratio. Each timed step follows 10 ms of rest (`--gap`): PyTorch's
-OpenMP threads keep spinning for a few milliseconds after its step ends, and back to back
-(`--gap 0`) that spinning takes the cores from the step that follows it, ours (measured on
-config (a): ours 32.9 ms right after a PyTorch step, 28.4 ms 5 ms later); our pool's threads
-sleep when idle, so they take nothing from PyTorch's. `--load 1` starts a busy-loop process for
-the timed steps (one core taken, as by another user's job); our thread count is then what `gpt train` would choose
-on that machine (autograd/threads.py), PyTorch keeps its own default. Each figure comes with
-the load average and the CPU the other processes used meanwhile (from /proc), so a reader can
-judge it. Peak memory is measured in a fresh process per framework: the peak resident set over
-a few steps above the resident set of the built model (weights, gradients, optimizer state,
-activations and the framework's workspace are all in it).
+A step is the whole of training: forward, backward, gradient clipping and AdamW, float32.
+
+The peer (benchmarks/_torch_train.py: the same model in PyTorch eager, imported lazily where it is
+installed) is the same computation: it loads our model's initial weights through `peer_state`,
+the one name mapping between the two, and before anything is timed both run three steps on the
+same batches. Their losses must agree to LOSS_TOL, or no ratio is printed; the losses of both
+are printed either way. Both of PyTorch's attention paths are timed (scaled_dot_product_attention
+and the explicit T x T softmax) and the ratio is ours over the faster of the two.
+
+Each framework is timed alone, in a fresh process of its own, the processes taking turns in
+rounds (`--rounds`, the order reversed every other round, so that the machine's drift falls on
+all alike); a figure is the median of all the timed steps of its rounds. PyTorch keeps its own
+thread default (`--torch-threads` overrides), and so does ours, as a user's script from Python
+gets it: the threads `gpt train` would choose on the machine at that moment (autograd/threads.py,
+chosen in the timed process at its first large op; `--threads` overrides). `--load 1` starts a
+busy-loop process for the timed steps (one core taken, as by another user's job). Each table
+gives the load average and the CPU that other processes used while each framework was timed
+(from /proc, the busy loops apart), so a reader can judge it. Peak memory is measured in a fresh
+process per framework: the peak resident set over a few steps above the resident set of the
+built model (weights, gradients, optimizer state, activations and the framework's workspace).
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -43,10 +49,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _torch_train import ATTENTION_PATHS, build_torch_step, torch_module  # noqa: E402 (no torch import)
+
 CONFIGS = {
     "a": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12, vocab_size=65),
     "b": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=8, vocab_size=4096),
 }
+LOSS_TOL = 1e-4      # |ours - PyTorch| allowed for each of the first CHECK_STEPS losses, float32
+CHECK_STEPS = 3
+# Our Linear stores its weight as (in, out) (y = x @ W + b), torch.nn.Linear as (out, in); every
+# other parameter has the same layout, and the names are GPT-2's on both sides (the tied head
+# has no name of its own on either).
+LINEAR_WEIGHTS = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
 
 
 def build(name: str, device: str):
@@ -66,6 +80,13 @@ def build(name: str, device: str):
         model.to(device)
     opt = AdamW(weight_decay_groups(model, 0.1, decay_embeddings=True), lr=1e-3, betas=(0.9, 0.99))
     return cfg, model, opt
+
+
+def peer_state(model) -> dict:
+    """Our model's parameters as the peer's state_dict: {name: float32 array (host copy)}, the
+    Linear weights transposed to PyTorch's (out, in)."""
+    return {name: np.ascontiguousarray(p.numpy().T if name.endswith(LINEAR_WEIGHTS) else p.numpy())
+            for name, p in model.named_parameters()}
 
 
 def make_step(model, opt, device: str, mark=None):
@@ -98,11 +119,28 @@ def make_step(model, opt, device: str, mark=None):
     return step
 
 
+def framework_step(framework: str, name: str, threads: int | None = None, device: str = "cpu", mark=None):
+    """step(x, y) -> loss float of `framework` ("ours", or a PyTorch attention path of
+    ATTENTION_PATHS) on config `name`, from our model's initial weights. threads: our pool's
+    (None: the library's default) or PyTorch's intra-op threads (None: PyTorch's default)."""
+    if framework == "ours":
+        if threads is not None:
+            from autograd import parallel
+
+            parallel.set_threads(threads)
+        _, model, opt = build(name, device)
+        return make_step(model, opt, device, mark)
+    _, model, _ = build(name, "cpu")
+    state = peer_state(model)
+    del model
+    return build_torch_step(CONFIGS[name], threads, framework, mark, state)[0]
+
+
 PHASES = ("forward", "backward", "clip", "optimizer")
 
 
 class PhaseClock:
-    """A step's `mark`: records (phase, time) marks; `medians()` -> {phase: median ms}."""
+    """A step's `mark`: records (phase, time) marks; `durations()` -> {phase: [seconds]}."""
 
     def __init__(self):
         self.marks: list = []
@@ -110,12 +148,12 @@ class PhaseClock:
     def __call__(self, phase: str) -> None:
         self.marks.append((phase, time.perf_counter()))
 
-    def medians(self) -> dict:
+    def durations(self) -> dict:
         per = {p: [] for p in PHASES}
         for (_, t0), (phase, t1) in zip(self.marks, self.marks[1:]):
             if phase in per:
                 per[phase].append(t1 - t0)
-        return {p: statistics.median(v) * 1e3 for p, v in per.items() if v}
+        return per
 
 
 def batches_for(name: str, n: int = 4) -> list:
@@ -126,27 +164,58 @@ def batches_for(name: str, n: int = 4) -> list:
     return [(rng.integers(0, c["vocab_size"], shape), rng.integers(0, c["vocab_size"], shape)) for _ in range(n)]
 
 
-def timed(steps: dict, batches: list, repeats: int, warmup: int, exclude: tuple = (),
-          gap: float = 0.0) -> dict:
-    """Interleaved timing of the named step functions: per repeat each runs once, the order
-    reversed every other repeat, `gap` seconds of rest (untimed) before each step.
-    -> {name: [seconds]}, plus "_cpu" (the CPU meter's reading)."""
+def loss_check(name: str, paths: tuple, threads: int | None, torch_threads: int | None) -> tuple:
+    """(agree, {framework: [loss of each of the first CHECK_STEPS steps]}, worst |ours - peer|):
+    ours and each PyTorch attention path of `paths`, from the same weights on the same batches."""
+    batches = batches_for(name)
+    losses = {}
+    for fw in ("ours",) + tuple(paths):
+        step = framework_step(fw, name, threads if fw == "ours" else torch_threads)
+        losses[fw] = [step(*batches[i % len(batches)]) for i in range(CHECK_STEPS)]
+        del step
+        gc.collect()
+    worst = max((abs(a - b) for fw in paths for a, b in zip(losses["ours"], losses[fw])), default=0.0)
+    return worst <= LOSS_TOL, losses, worst
+
+
+def time_alone(job: dict) -> dict:
+    """Time one framework in a fresh process (this script's --time-child): job has framework,
+    config, threads, steps, warmup, device and exclude (pids left out of others' CPU).
+    -> {"times": [s], "phases": {phase: [s]}, "others": cores, "losses": [...], "threads": n}."""
+    cmd = [sys.executable, __file__, "--time-child", json.dumps(job)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing {job['framework']} on ({job['config']}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _time_child(spec: str) -> int:
+    from autograd import parallel
     from autograd.parallel import CpuMeter
 
-    names = list(steps)
-    for i in range(warmup):
-        for n in names:
-            steps[n](*batches[i % len(batches)])
-    times = {n: [] for n in names}
+    job = json.loads(spec)
+    clock = PhaseClock()
+    step = framework_step(job["framework"], job["config"], job["threads"], job["device"], mark=clock)
+    batches = batches_for(job["config"])
+    for i in range(job["warmup"]):
+        step(*batches[i % len(batches)])
+    if job["framework"] == "ours":
+        parallel.threads()          # the library's choice made (once) before the timed steps
+    clock.marks.clear()
+    times, losses = [], []
     meter = CpuMeter().start()
-    for r in range(repeats):
-        for n in (names if r % 2 == 0 else names[::-1]):
-            time.sleep(gap)
-            t0 = time.perf_counter()
-            steps[n](*batches[r % len(batches)])
-            times[n].append(time.perf_counter() - t0)
-    times["_cpu"] = meter.stop(exclude)
-    return times
+    for i in range(job["warmup"], job["warmup"] + job["steps"]):
+        t0 = time.perf_counter()
+        losses.append(step(*batches[i % len(batches)]))
+        times.append(time.perf_counter() - t0)
+    cpu = meter.stop(tuple(job["exclude"]))
+    if job["framework"] == "ours":
+        threads = parallel.threads()
+    else:
+        threads = torch_module().get_num_threads()
+    print(json.dumps({"times": times, "phases": clock.durations(), "others": cpu["others"], "losses": losses,
+                      "threads": threads}))
+    return 0
 
 
 def busy_loops(n: int) -> list:
@@ -154,9 +223,9 @@ def busy_loops(n: int) -> list:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def peak_memory(framework: str, name: str, threads: int) -> float | None:
+def peak_memory(framework: str, name: str, threads: int | None) -> float | None:
     """Peak resident MiB of a few steps above the built model's, in a fresh process."""
-    cmd = [sys.executable, __file__, "--memory-child", f"{framework}:{name}:{threads}"]
+    cmd = [sys.executable, __file__, "--memory-child", json.dumps([framework, name, threads])]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
         return json.loads(out.strip().splitlines()[-1])["peak_mib"]
@@ -165,8 +234,9 @@ def peak_memory(framework: str, name: str, threads: int) -> float | None:
 
 
 def _memory_child(spec: str) -> int:
-    framework, name, threads = spec.split(":")
-    step = _framework_step(framework, name, int(threads))
+    framework, name, threads = json.loads(spec)
+    step = framework_step(framework, name, threads)
+    gc.collect()
     batches = batches_for(name)
 
     def rss(field):
@@ -180,18 +250,6 @@ def _memory_child(spec: str) -> int:
         step(*batches[i % len(batches)])
     print(json.dumps({"peak_mib": rss("VmHWM:") - base}))
     return 0
-
-
-def _framework_step(framework: str, name: str, threads: int):
-    if framework == "torch":
-        from _torch_train import build_torch_step
-
-        return build_torch_step(CONFIGS[name], threads)[0]
-    from autograd import parallel
-
-    parallel.set_threads(threads)
-    _, model, opt = build(name, "cpu")
-    return make_step(model, opt, "cpu")
 
 
 # Training recipes for the Shakespeare run of (a). "nanogpt" is nanoGPT's shakespeare_char
@@ -224,6 +282,7 @@ def shakespeare(device: str, steps: int, path: Path, work: Path, seed: int = 133
     cfg = TrainConfig(data=str(data), out=str(work / f"run-{recipe}-{seed}-{int(time.time())}"), device=device,
                       n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"],
                       block_size=c["block_size"], batch_size=c["batch"], dropout=0.0, bias=False,
+                      pos="learned", norm="layernorm", mlp="gelu",  # nanoGPT's GPT-2 block
                       max_steps=steps, lr_decay_steps=steps, warmup_steps=100,
                       beta2=0.99, weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_batches=eval_batches,
                       log_interval=50, samples=1, sample_tokens=300, seed=seed, **recipe_lr)
@@ -248,84 +307,125 @@ def _estimate_std(model, tokens, B: int, T: int, n: int, seed: int, pool: int = 
 
 
 def speed_tables(args) -> None:
-    """Time each config of args.configs under each load of args.load, beside PyTorch."""
-    from _torch_train import build_torch_step, torch_module
-    from autograd import parallel
-    from autograd.threads import choose_threads, free_cores
-
+    """Check the peer's first losses against ours, then time each config of args.configs under
+    each load of args.load, each framework alone in its own processes."""
     torch = torch_module() if args.device == "cpu" and not args.no_torch else None
+    paths = ATTENTION_PATHS if torch is not None else ()
+    if torch is None:
+        print("PyTorch: not timed (--no-torch, a GPU device, or not installed)")
+    agreed = {}
+    for name in args.configs:
+        if paths:
+            agreed[name], losses, worst = loss_check(name, paths, args.threads, args.torch_threads)
+            _print_check(name, losses, worst, agreed[name])
+    frameworks = ("ours",) + paths
     phases: list = []
     for load in (int(v) for v in args.load.split(",")):
         loops = busy_loops(load)
         try:
             time.sleep(0.5 if load else 0.0)
-            free_cores.cache_clear()           # measured again under this load
-            ours = args.threads or choose_threads()
-            theirs = args.torch_threads or parallel.cpu_count()
-            parallel.set_threads(ours)
-            print(f"\n## {load} busy-loop process(es); our threads {ours} (pool; OpenBLAS 1 per thread), PyTorch's "
-                  f"{theirs}; load average {_loadavg()}")
-            print(f"| config | ours ms | PyTorch ms | ratio | ours min..max | PyTorch min..max | others' CPU |")
-            print("|---|---|---|---|---|---|---|")
-            for name in args.configs:
-                steps = {"ours": make_step(*build(name, args.device)[1:], args.device)}
-                if torch is not None:
-                    steps["torch"] = build_torch_step(CONFIGS[name], theirs)[0]
-                reps = args.steps_a if name == "a" else args.steps_b
-                t = timed(steps, batches_for(name), reps, args.warmup, tuple(p.pid for p in loops), args.gap)
-                _row(name, t)
-                if args.phases:
-                    phases.append((load, name, _phases(name, args, torch is not None, ours, theirs)))
-                del steps
+            exclude = [p.pid for p in loops]
+            avg = _loadavg()
+            results = {name: _rounds(name, frameworks, args, exclude) for name in args.configs}
         finally:
             for p in loops:
                 p.kill()
                 p.wait()
+        mine = "/".join(str(n) for n in sorted({r["ours"]["threads"] for r in results.values()}))
+        theirs = "/".join(str(n) for n in sorted({r[fw]["threads"] for r in results.values() for fw in paths}))
+        print(f"\n## {load} busy-loop process(es); our threads {mine} "
+              f"({'--threads' if args.threads else 'the library default: what gpt train chooses'}; OpenBLAS 1), "
+              f"PyTorch's {theirs or '-'} ({'--torch-threads' if args.torch_threads else 'its default'}); "
+              f"{args.rounds} rounds of fresh processes; load average {avg} before, {_loadavg()} after")
+        cols = " | ".join(f"PyTorch {p} ms" for p in paths)
+        spans = " | ".join(f"{p} min..max" for p in paths)
+        print(f"| config | ours ms | {cols} | ratio to the faster | ours min..max | {spans} | "
+              f"others' CPU, cores ({' / '.join(frameworks)}) | timed losses, max diff |")
+        print("|---" * (6 + 2 * len(paths)) + "|")
+        for name, res in results.items():
+            _row(name, res, paths, agreed.get(name))
+            phases.append((load, name, res))
     print(f"\nload average after: {_loadavg()}")
-    if phases:
-        _print_phases(phases)
+    if args.phases:
+        _print_phases(phases, paths, agreed)
     if args.memory and args.device == "cpu":
-        print("\n| config | ours peak MiB | PyTorch peak MiB | ratio |\n|---|---|---|---|")
+        print(f"\n| config | ours peak MiB | {' | '.join(f'PyTorch {p} peak MiB' for p in paths)} | ratio to the lower |")
+        print("|---" * (3 + len(paths)) + "|")
         for name in args.configs:
-            ours = peak_memory("ours", name, args.threads or 2)
-            theirs = peak_memory("torch", name, args.threads or 2) if torch is not None else None
-            ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
-            print(f"| ({name}) | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
+            mine = peak_memory("ours", name, args.threads)
+            peers = [peak_memory(p, name, args.torch_threads) for p in paths]
+            low = min((v for v in peers if v), default=None)
+            ratio = f"{mine / low:.2f}x" if mine and low else "-"
+            print(f"| ({name}) | {_fmt(mine)} | {' | '.join(_fmt(v) for v in peers)} | {ratio} |")
 
 
-def _phases(name: str, args, with_torch: bool, ours: int, theirs: int) -> dict:
-    """{framework: {phase: median ms}} of args.phase_steps more interleaved steps of `name`,
-    each phase timed (the same threads and gap as the table's steps)."""
-    from _torch_train import build_torch_step
+def _rounds(name: str, frameworks: tuple, args, exclude: list) -> dict:
+    """{framework: {"times", "phases", "others" (one per round), "losses" (first round's), "threads"}}
+    of args.rounds rounds, each framework alone in a fresh process per round."""
+    steps = args.steps_a if name == "a" else args.steps_b
+    out = {fw: {"times": [], "phases": {p: [] for p in PHASES}, "others": [], "losses": None, "threads": None}
+           for fw in frameworks}
+    for r in range(args.rounds):
+        for fw in (frameworks if r % 2 == 0 else frameworks[::-1]):
+            job = dict(framework=fw, config=name, threads=args.threads if fw == "ours" else args.torch_threads,
+                       steps=steps, warmup=args.warmup, device=args.device, exclude=exclude)
+            got, acc = time_alone(job), out[fw]
+            acc["times"] += got["times"]
+            for p in PHASES:
+                acc["phases"][p] += got["phases"][p]
+            acc["others"].append(got["others"])
+            acc["losses"] = acc["losses"] or got["losses"]
+            acc["threads"] = got["threads"]
+    return out
 
-    clocks = {"ours": PhaseClock()}
-    steps = {"ours": make_step(*build(name, args.device)[1:], args.device, mark=clocks["ours"])}
-    if with_torch:
-        clocks["torch"] = PhaseClock()
-        steps["torch"] = build_torch_step(CONFIGS[name], theirs, mark=clocks["torch"])[0]
-    timed(steps, batches_for(name), args.phase_steps, args.warmup, gap=args.gap)
-    for clock in clocks.values():       # the warm-up steps' marks are not timed ones
-        clock.marks = clock.marks[len(PHASES + ("start",)) * args.warmup:]
-    return {n: c.medians() for n, c in clocks.items()}
+
+def _median_ms(v: list) -> float:
+    return statistics.median(v) * 1e3
 
 
-def _print_phases(phases: list) -> None:
-    print("\n| load | config | phase | ours ms | PyTorch ms | ratio |\n|---|---|---|---|---|---|")
-    for load, name, med in phases:
+def _faster(res: dict, paths: tuple) -> str | None:
+    return min(paths, key=lambda p: _median_ms(res[p]["times"])) if paths else None
+
+
+def _print_check(name: str, losses: dict, worst: float, ok: bool) -> None:
+    fws = list(losses)
+    print(f"\nloss check ({name}): the first {CHECK_STEPS} steps from the same weights on the same batches, float32")
+    print("| step | " + " | ".join("ours" if f == "ours" else f"PyTorch {f}" for f in fws) + " |")
+    print("|---" * (1 + len(fws)) + "|")
+    for i in range(CHECK_STEPS):
+        print(f"| {i + 1} | " + " | ".join(f"{losses[f][i]:.6f}" for f in fws) + " |")
+    verdict = "agree" if ok else f"DISAGREE: no ratio is printed for ({name})"
+    print(f"max |ours - PyTorch| = {worst:.2e} (tolerance {LOSS_TOL:g}): {verdict}")
+
+
+def _row(name: str, res: dict, paths: tuple, agreed: bool | None) -> None:
+    med = {fw: _median_ms(r["times"]) for fw, r in res.items()}
+    span = {fw: f"{min(r['times']) * 1e3:.0f}..{max(r['times']) * 1e3:.0f}" for fw, r in res.items()}
+    fast = _faster(res, paths)
+    if fast is None:
+        ratio = "-"
+    elif not agreed:
+        ratio = "refused (losses disagree)"
+    else:
+        ratio = f"{med['ours'] / med[fast]:.2f}x ({fast})"
+    others = " / ".join("-" if None in r["others"] else f"{statistics.mean(r['others']):.2f}" for r in res.values())
+    diff = max((abs(a - b) for p in paths for a, b in zip(res["ours"]["losses"], res[p]["losses"])), default=None)
+    print(f"| ({name}) x{len(res['ours']['times'])} | {med['ours']:.1f} | "
+          + "".join(f"{med[p]:.1f} | " for p in paths) + f"{ratio} | {span['ours']} | "
+          + "".join(f"{span[p]} | " for p in paths) + f"{others} | {'-' if diff is None else f'{diff:.1e}'} |")
+
+
+def _print_phases(phases: list, paths: tuple, agreed: dict) -> None:
+    """Each phase's median of the timed steps; the ratio is to the path faster over the whole step."""
+    print(f"\n| load | config | phase | ours ms | {' | '.join(f'PyTorch {p} ms' for p in paths)} | ratio |")
+    print("|---" * (5 + len(paths)) + "|")
+    for load, name, res in phases:
+        fast = _faster(res, paths)
         for p in PHASES:
-            ours, theirs = med["ours"].get(p), med.get("torch", {}).get(p)
-            ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
-            print(f"| {load} | ({name}) | {p} | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
-
-
-def _row(name: str, t: dict) -> None:
-    cpu = t["_cpu"]
-    med = {n: statistics.median(v) * 1e3 for n, v in t.items() if n != "_cpu"}
-    span = {n: f"{min(v) * 1e3:.0f}..{max(v) * 1e3:.0f}" for n, v in t.items() if n != "_cpu"}
-    ratio = f"{med['ours'] / med['torch']:.2f}x" if "torch" in med else "-"
-    others = "-" if cpu["others"] is None else f"{cpu['others']:.2f} cores (+{cpu['excluded']:.2f} busy loop)"
-    print(f"| ({name}) x{len(t['ours'])} | {med['ours']:.1f} | {_fmt(med.get('torch'))} | {ratio} | "
-          f"{span['ours']} | {span.get('torch', '-')} | {others} |")
+            med = {fw: _median_ms(r["phases"][p]) for fw, r in res.items() if r["phases"][p]}
+            ratio = f"{med['ours'] / med[fast]:.2f}x" if fast and agreed.get(name) and med.get(fast) else "-"
+            print(f"| {load} | ({name}) | {p} | {_fmt(med.get('ours'))} | "
+                  + "".join(f"{_fmt(med.get(q))} | " for q in paths) + f"{ratio} |")
 
 
 def _fmt(v) -> str:
@@ -340,21 +440,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--configs", default="ab", help="which configs to time (default: ab)")
-    ap.add_argument("--steps-a", type=int, default=30, help="timed steps of (a), each framework")
-    ap.add_argument("--steps-b", type=int, default=6, help="timed steps of (b), each framework")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--gap", type=float, default=0.01,
-                    help="seconds of rest before each timed step (0: back to back; see the docstring)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of fresh processes, each framework once a round")
+    ap.add_argument("--steps-a", type=int, default=20, help="timed steps of (a), each framework, each round")
+    ap.add_argument("--steps-b", type=int, default=4, help="timed steps of (b), each framework, each round")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first, in each process")
     ap.add_argument("--load", default="0", help="busy-loop processes during the timing, a list: 0,1")
     ap.add_argument("--threads", type=int, default=None,
-                    help="our pool and BLAS threads (default: gpt train's own choice)")
-    ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: all cores)")
+                    help="our pool threads (default: the library's, which is gpt train's choice)")
+    ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: PyTorch's own)")
     ap.add_argument("--no-torch", action="store_true", help="time ours only")
     ap.add_argument("--memory", action="store_true", help="also peak memory, in fresh processes")
     ap.add_argument("--phases", action="store_true",
-                    help="also time each phase (forward, backward, clip, optimizer) of both, interleaved")
-    ap.add_argument("--phase-steps", type=int, default=20, help="timed steps of the phase table, each framework")
+                    help="also the time of each phase (forward, backward, clip, optimizer) of the timed steps")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--time-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--shakespeare", action="store_true",
                     help="also train (a) for 2,000 steps on ../shared/data/tinyshakespeare.txt")
     ap.add_argument("--shakespeare-steps", type=int, default=2000)
@@ -366,12 +465,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.memory_child:
         return _memory_child(args.memory_child)
+    if args.time_child:
+        return _time_child(args.time_child)
     unknown = set(args.recipes.split(",")) - set(RECIPES)
     if unknown:
         ap.error(f"unknown recipe(s) {', '.join(sorted(unknown))}; known: {', '.join(RECIPES)}")
+    bad = set(args.configs) - set(CONFIGS)
+    if bad:
+        ap.error(f"unknown config(s) {', '.join(sorted(bad))}; known: {', '.join(CONFIGS)}")
     if args.configs:
-        print(f"device {args.device}; {os.cpu_count()} CPUs; NumPy {np.__version__}; medians of interleaved "
-              "steps; ratio = ours / PyTorch (< 1: ours is faster)")
+        print(f"device {args.device}; {os.cpu_count()} CPUs; NumPy {np.__version__}; load average {_loadavg()}; "
+              "medians of the timed steps; ratio = ours / PyTorch (< 1: ours is faster)")
         speed_tables(args)
     if args.shakespeare:
         path = Path(args.text)

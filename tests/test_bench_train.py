@@ -1,7 +1,10 @@
-"""benchmarks/bench_train.py stays runnable: a few Shakespeare-recipe steps on a small text."""
+"""benchmarks/bench_train.py stays runnable without PyTorch: a few Shakespeare-recipe steps on a small
+text, the name mapping to the peer's weights, a step timed in its own process, the refused ratio."""
 import importlib.util
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,3 +38,41 @@ def test_unknown_recipe_is_refused_before_any_work(tmp_path, capsys):
         _bench().main(["--configs", "", "--shakespeare", "--recipes", "ours,fast", "--work", str(tmp_path)])
     assert "unknown recipe(s) fast" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_peer_state_keeps_our_names_and_transposes_only_the_linear_weights():
+    bench = _bench()
+    _, model, _ = bench.build("a", "cpu")
+    state = bench.peer_state(model)
+    params = dict(model.named_parameters())
+    assert list(state) == list(params)
+    linear = [n for n in params if n.endswith(bench.LINEAR_WEIGHTS)]
+    assert len(linear) == 4 * bench.CONFIGS["a"]["n_layer"]
+    for name, p in params.items():
+        want = p.numpy().T if name in linear else p.numpy()
+        assert state[name].dtype == np.float32 and state[name].flags.c_contiguous
+        np.testing.assert_array_equal(state[name], want)
+
+
+def test_a_step_timed_alone_in_its_own_process_computes_the_checked_losses():
+    """The timing child builds the same model from the same weights as the loss check: its
+    timed steps (after one warm-up step on batch 0) give the check's second and third losses."""
+    bench = _bench()
+    agree, losses, worst = bench.loss_check("a", (), threads=1, torch_threads=None)
+    assert agree and worst == 0.0 and len(losses["ours"]) == bench.CHECK_STEPS
+    got = bench.time_alone(dict(framework="ours", config="a", threads=1, steps=2, warmup=1, device="cpu",
+                                exclude=[]))
+    assert got["losses"] == losses["ours"][1:3]
+    assert len(got["times"]) == 2 and all(t > 0 for t in got["times"]) and got["threads"] == 1
+    assert set(got["phases"]) == set(bench.PHASES) and all(len(v) == 2 for v in got["phases"].values())
+
+
+def test_no_ratio_is_printed_when_the_losses_disagree(capsys):
+    bench = _bench()
+    losses = {"ours": [4.2, 4.1, 4.0], "sdpa": [4.2, 4.1, 4.01]}
+    bench._print_check("a", losses, 0.01, False)
+    res = {fw: {"times": [0.01, 0.02], "others": [0.0], "losses": losses[fw], "phases": {}} for fw in losses}
+    bench._row("a", res, ("sdpa",), False)
+    out = capsys.readouterr().out
+    assert "DISAGREE: no ratio is printed for (a)" in out and "refused (losses disagree)" in out
+    assert not re.search(r"\d\.\d\dx", out)

@@ -14,13 +14,12 @@ from autograd import Tensor, gradcheck, ops, parallel
 
 @pytest.fixture
 def pool(monkeypatch):
-    """Two threads and tiny blocks; restores one thread afterwards."""
+    """Tiny blocks; the library's default thread count again afterwards (chosen when next needed)."""
     monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
     monkeypatch.setattr(parallel, "GEMM_MIN_FLOPS", 16)
     monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
-    before = parallel.threads()
     yield
-    parallel.set_threads(before)
+    parallel.set_threads(None)
 
 
 def _on(threads: int, fn):
