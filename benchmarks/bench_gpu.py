@@ -301,6 +301,7 @@ def training_rows(args, B: int, precisions: list, attentions: list, torch_ok: bo
     """(rows (impl, precision, attention, result or None, note), PyTorch tokens/s by precision)."""
     T = args.block_size
     rows, torch_tps = [], {}
+    initial = _our_initial_weights(args) if torch_ok else None  # the peer's start, for every precision
     for prec in precisions:
         if torch_ok:
             if left(args) < 20:
@@ -308,7 +309,7 @@ def training_rows(args, B: int, precisions: list, attentions: list, torch_ok: bo
             else:
                 try:
                     r = bench_torch(args, B, prec, time_steps, time.perf_counter() + max(10.0, left(args) - 30),
-                                    state=_our_initial_weights(args))
+                                    state=initial)
                     torch_tps[prec] = B * T / statistics.median(r["times"])
                     rows.append(("pytorch", prec, "sdpa", r, None))
                 except Exception as exc:  # noqa: BLE001 - the peer must not stop our rows

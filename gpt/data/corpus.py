@@ -73,6 +73,7 @@ def default_data_dir(runs_root: str | Path, vocab_size: int, char: bool = False,
                           "format": 2})
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
     out = Path(runs_root) / "_data" / f"stdlib-{'char' if char else vocab_size}-{key}"
+
     def ready() -> bool:  # a cached folder is never prepared again, so no lock is needed to reuse it
         if (out / META_FILE).is_file() and not (out / INCOMPLETE_FILE).exists():
             if verbose:

@@ -22,7 +22,8 @@ SAMPLE_FROM = 1 << 28
 SAMPLE_BLOCKS = 64
 
 
-def _file_hash(path: Path, size: int) -> str:
+def _file_hash(path: Path) -> str:
+    size = path.stat().st_size
     h = hashlib.sha256()
     with open(path, "rb") as f:
         if size <= SAMPLE_FROM:
@@ -39,11 +40,10 @@ def _file_hash(path: Path, size: int) -> str:
 def fingerprint(data_dir: str | os.PathLike, tokenizer_path: str | os.PathLike | None) -> dict:
     """The fingerprint of `data_dir`'s token files and of its tokenizer file (None: none)."""
     d = Path(data_dir)
-    out: dict = {"tokenizer": _file_hash(Path(tokenizer_path), 0) if tokenizer_path else None}
+    out: dict = {"tokenizer": _file_hash(Path(tokenizer_path)) if tokenizer_path else None}
     for split in SPLITS:
         path = d / f"{split}.bin"
-        size = path.stat().st_size
-        out[path.name] = {"bytes": size, "sha256": _file_hash(path, size)}
+        out[path.name] = {"bytes": path.stat().st_size, "sha256": _file_hash(path)}
     return out
 
 

@@ -14,9 +14,9 @@ A rank that fails alone ends the whole job (MPI_Abort) with a message; a collect
 complete within `timeout_s` (a rank died, hangs or was stopped; GPT_DIST_TIMEOUT seconds, default
 DEFAULT_TIMEOUT_S) does the same, naming the ranks that never reached it: the ranks that time out
 tell each other so by point-to-point messages, and the ranks not heard from within a grace period
-are the stalled ones. Errors that every rank meets
-alike (settings that differ between ranks, a checkpoint of another world size, a diverged run) are
-raised on every rank with `every_rank = True`, so rank 0 reports them once and all exit cleanly.
+are the stalled ones. Errors that every rank meets alike (settings that differ between ranks, a
+checkpoint of another world size, a diverged run) are raised on every rank with
+`every_rank = True`, so rank 0 reports them once and all exit cleanly.
 
 mpi4py is imported only when the process runs under an MPI launcher with more than one rank.
 """
@@ -273,7 +273,6 @@ class Distributed:
             else:
                 pause = min(max(pause * 2, 1e-5), _MAX_NAP_S)
                 time.sleep(pause)
-
 
     def _who_is_missing(self, limit: float) -> str:
         """Which ranks never reached the collective: every rank that times out sends the others a

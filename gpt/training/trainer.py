@@ -142,7 +142,7 @@ class Trainer:
         return run_dir
 
     def _open_data(self) -> None:
-        self.meta, self.fingerprint = self.folder.read_data(self.data_dir)  # `gpt prepare` waits for us
+        self.meta, self.fingerprint = self.folder.read_data(self.data_dir)  # `gpt prepare` is refused meanwhile
         tok_path = self.meta.get("tokenizer_path")
         self.tokenizer, self.tokenizer_text = (load_tokenizer(tok_path), tokenizer_text(tok_path)) if tok_path \
             else (None, None)
