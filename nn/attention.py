@@ -162,9 +162,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: pos_offset={pos_offset} but the KV cache holds {cached} positions")
 
         if kv_cache is None and self.hook is None and self._fused(x, attn_mask):  # one op, by batch groups
-            c, o = self.c_attn, self.c_proj
-            y = self_attention.causal_self_attention(x, c.weight, c.bias, o.weight, o.bias, H)
-            return self.resid_dropout(y)
+            return self.resid_dropout(self.fused(x, pos_offset=pos_offset))
         Hkv = self.n_kv_head
         # one reshape and one transpose for all three (a decode step pays per op, not per byte)
         qkv = self.c_attn(x).reshape(B, T, H + 2 * Hkv, hs).transpose(1, 2)  # (B, H + 2Hkv, T, hs)
@@ -233,10 +231,11 @@ class MultiHeadAttention(Module):
         return self.c_proj.step(y.reshape(B, C))                 # heads side by side
 
     def _fused(self, x: Tensor, attn_mask: Any) -> bool:
-        """Whether forward runs as one causal_self_attention op (autograd/ops/self_attention.py):
-        plain causal multi-head self-attention (no mask, RoPE, qk_norm, grouped heads or attention
-        dropout) on NumPy arrays of one dtype, with no forward hook on the projections."""
-        if not (self.causal and attn_mask is None and self.rope is None and self.q_norm is None
+        """Whether forward without a KV cache runs as one causal_self_attention op (autograd/ops/
+        self_attention.py): causal multi-head self-attention, with or without RoPE (whose tables
+        the caller passes: rope_tables), without a mask, qk_norm, grouped heads or attention
+        dropout, on arrays of one dtype the op takes, with no forward hook on the projections."""
+        if not (self.causal and attn_mask is None and self.q_norm is None
                 and self.n_kv_head == self.n_head and not (self.training and self.attn_dropout > 0)):
             return False
         c, o = self.c_attn, self.c_proj
@@ -244,6 +243,20 @@ class MultiHeadAttention(Module):
             return False
         params = [p.data for p in (c.weight, c.bias, o.weight, o.bias) if p is not None]
         return self_attention.applies(x.data, *params)
+
+    def fused(self, x: Tensor, norm=None, residual: bool = False, pos_offset: int = 0) -> Tensor:
+        """The layer as one causal_self_attention op (callers check _fused first), with a block's
+        pre-norm (norm: the op's spec) and skip, x at positions pos_offset..; no dropout."""
+        c, o = self.c_attn, self.c_proj
+        return self_attention.causal_self_attention(x, c.weight, c.bias, o.weight, o.bias, self.n_head, norm=norm,
+                                                    residual=residual, rope=self.rope_tables(x, pos_offset))
+
+    def rope_tables(self, x: Tensor, pos_offset: int = 0) -> tuple | None:
+        """None without RoPE, else (cos, sin), arrays (T, hs / 2) in x's dtype and on its device
+        for the positions pos_offset..pos_offset+T-1 of x (B, T, C): the fused op's `rope`."""
+        if self.rope is None:
+            return None
+        return self.rope._tables(x.data[:1, :, :self.head_dim], pos_offset)   # a (1, T, hs) view
 
     def _repeat_kv(self, a: Tensor) -> Tensor:
         """(B, Hkv, L, hs) -> (B, H, L, hs): key/value head j serves query heads j*g..j*g+g-1

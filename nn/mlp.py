@@ -4,6 +4,7 @@ from __future__ import annotations
 import autograd
 from autograd.tensor import Tensor
 from autograd.ops import mlp as mlp_op
+from autograd.ops import swiglu as swiglu_op
 from autograd.ops.activation import silu_array
 from nn.activation import GELU, activation as make_activation
 from nn.dropout import Dropout
@@ -35,9 +36,14 @@ class MLP(Module):
             h = self.hook("hook_post", self.act(self.hook("hook_pre", self.c_fc(x))))
             return self.dropout(self.c_proj(h))
         if self._fused(x):   # the three layers in one op, by blocks of rows (autograd/ops/mlp.py)
-            fc, proj = self.c_fc, self.c_proj
-            return self.dropout(mlp_op.gelu_mlp(x, fc.weight, fc.bias, proj.weight, proj.bias))
+            return self.dropout(self.fused(x))
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+    def fused(self, x: Tensor, norm=None, residual: bool = False) -> Tensor:
+        """The three layers as one gelu_mlp op (callers check _fused first), with a block's
+        pre-norm (norm: autograd.ops.mlp.gelu_mlp's spec) and skip; no dropout."""
+        fc, proj = self.c_fc, self.c_proj
+        return mlp_op.gelu_mlp(x, fc.weight, fc.bias, proj.weight, proj.bias, norm=norm, residual=residual)
 
     def _fused(self, x: Tensor) -> bool:
         """Whether forward runs as one gelu_mlp op: GELU's tanh form on NumPy arrays of one dtype,
@@ -80,12 +86,29 @@ class SwiGLU(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.hook is None and self._fused(x):   # one op, by blocks of rows (autograd/ops/swiglu.py)
+            return self.dropout(self.fused(x))
         h = self.c_fc(x)                      # (..., 2 * hidden)
         gate, up = autograd.chunk(h, 2, axis=-1)  # 2 x (..., hidden)
         if self.hook is not None:
             gate, up = self.hook("hook_pre", gate), self.hook("hook_pre_linear", up)
             return self.dropout(self.c_proj(self.hook("hook_post", autograd.silu(gate) * up)))
         return self.dropout(self.c_proj(autograd.silu(gate) * up))
+
+    def fused(self, x: Tensor, norm=None, residual: bool = False) -> Tensor:
+        """The layers as one swiglu_mlp op (callers check _fused first), with a block's pre-norm
+        (norm: autograd.ops.mlp.gelu_mlp's spec) and skip; no dropout."""
+        fc, proj = self.c_fc, self.c_proj
+        return swiglu_op.swiglu_mlp(x, fc.weight, fc.bias, proj.weight, proj.bias, norm=norm, residual=residual)
+
+    def _fused(self, x: Tensor) -> bool:
+        """Whether forward runs as one swiglu_mlp op: arrays the fused ops take
+        (autograd.ops.mlp.applies), no inspection hook, no forward hook on c_fc or c_proj."""
+        fc, proj = self.c_fc, self.c_proj
+        if self.hook is not None or x.shape[-1:] != (fc.in_features,) or fc._forward_hooks or proj._forward_hooks:
+            return False
+        params = [p.data for p in (fc.weight, fc.bias, proj.weight, proj.bias) if p is not None]
+        return mlp_op.applies(x.data, *params)
 
     def step(self, x):
         """forward on a raw array in eval mode (no graph, no dropout; see nn/arrays.py)."""

@@ -4,7 +4,7 @@ Each op with a kernel names its hooks with the `kernel_op` class decorator, impo
 kernel module of the same name: autograd/ops/norm.py declares
 `@kernel_op(kernels.norm_forward, kernels.norm_backward)` after `from autograd.cuda import norm
 as kernels`. nn.optim.AdamW and nn.amp call their modules directly, and so do the fused
-sublayers' GPU forms (autograd/ops/mlp.py, self_attention.py, prenorm.py). A kernel runs only when its
+sublayers' GPU forms (autograd/ops/mlp.py, swiglu.py, self_attention.py, prenorm.py). A kernel runs only when its
 input is a CuPy array (`use(array)`); the kernel modules themselves need only NumPy (CuPy is
 imported when a kernel is first compiled). Each kernel's reference is the NumPy/CuPy code of
 the op itself: turning the kernels off (`set_fused(False)` or `with fused(False): ...`) runs

@@ -1,4 +1,4 @@
-"""The pre-norm and the skip of a fused CPU sublayer (ops/mlp.py, ops/self_attention.py):
+"""The pre-norm and the skip of a fused sublayer (ops/mlp.py, ops/swiglu.py, ops/self_attention.py):
 out = x + f(norm(x)) in one op, so that a pre-norm block is two graph nodes instead of six.
 
 Shapes: x rows x2 (N, C); the norm is a LayerNorm (centered: mean removed, gain and shift) or

@@ -7,10 +7,10 @@
 With residual=False the "x +" disappears (x = attn(ln_1(x)), or x = ln_1(attn(x))), which is
 what the gradient-flow study compares against. The wiring is nn.sublayer's.
 
-Training on the CPU, a plain pre-norm block (LayerNorm or RMSNorm, causal attention without RoPE
-or qk_norm, a GELU-tanh MLP, no dropout at work, no hooks, no record) runs as two ops, x +
-attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/ops/prenorm.py), with the same bits as the layers
-one by one; anything else runs layer by layer.
+Training, a plain pre-norm block (LayerNorm or RMSNorm, causal attention with or without RoPE
+and without qk_norm or grouped heads, a GELU-tanh MLP or SwiGLU, no dropout at work, no hooks,
+no record) runs as two ops, x + attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/ops/prenorm.py),
+with the same bits as the layers one by one; anything else runs layer by layer.
 
 Gradient-flow hooks: set `block.record = {}` (or `GPT.trace(True)`) and every forward runs layer
 by layer and fills it with the Tensors of that pass (names in `RECORD_KEYS`), so a study can
@@ -30,8 +30,6 @@ mlp="none" builds no feed-forward sublayer and no ln_2 (attention-only blocks).
 from __future__ import annotations
 
 import nn
-from autograd.ops import mlp as mlp_op
-from autograd.ops import self_attention
 from autograd.ops._util import host_floats
 from gpt.model.config import GPTConfig
 from nn.module import any_forward_hooks
@@ -89,12 +87,8 @@ class Block(nn.Module):
 
     def forward(self, x, kv_cache=None, pos_offset: int = 0):
         if kv_cache is None and self._fuses(x):   # two ops, each a sublayer with its norm and skip
-            attn, mlp = self.attn, self.mlp
-            x = self_attention.causal_self_attention(
-                x, attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias, attn.n_head,
-                norm=_norm_spec(self.ln_1), residual=True)
-            return mlp_op.gelu_mlp(x, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias,
-                                   norm=_norm_spec(self.ln_2), residual=True)
+            x = self.attn.fused(x, norm=_norm_spec(self.ln_1), residual=True, pos_offset=pos_offset)
+            return self.mlp.fused(x, norm=_norm_spec(self.ln_2), residual=True)
 
         point = self._point
 
@@ -114,11 +108,11 @@ class Block(nn.Module):
         """Whether forward runs as the two ops x + attn(ln_1(x)) and x + mlp(ln_2(x)) (autograd/
         ops/prenorm.py): pre-norm with the skip, no record to fill or hook to call, LayerNorm or
         RMSNorm, no dropout at work, no forward hook on a layer inside, and both sublayers' own fused ops
-        applying (plain causal attention and a GELU-tanh MLP on NumPy arrays of one dtype, or on
-        CuPy arrays through their GPU forms: autograd/ops/prenorm.py's on_device)."""
+        applying (causal attention, with RoPE or without, and a GELU-tanh MLP or SwiGLU on NumPy
+        arrays of one dtype, or on CuPy arrays through their GPU forms: prenorm.on_device)."""
         ln_1, ln_2, mlp = self.ln_1, self.ln_2, self.mlp
         if not (self.prenorm and self.residual and self.record is None and self.hook is None
-                and isinstance(mlp, nn.MLP)
+                and isinstance(mlp, (nn.MLP, nn.SwiGLU))
                 and all(isinstance(n, (nn.LayerNorm, nn.RMSNorm)) for n in (ln_1, ln_2))
                 and x.ndim == 3 and x.shape[-1] == ln_1.dim):
             return False

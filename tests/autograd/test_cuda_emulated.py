@@ -347,3 +347,35 @@ def test_gpt_block_takes_the_fused_gpu_forms(emu_dir):
     mlp_node = out._node
     assert type(mlp_node).__name__ == "GeluMLP" and mlp_node.device
     assert type(mlp_node.parents[0]).__name__ == "CausalSelfAttention" and mlp_node.parents[0].device
+
+
+@pytest.mark.parametrize("mode", ["matmul", "flash"])
+@pytest.mark.parametrize("norm", [None, "rms"])
+def test_fused_sublayer_gpu_form_with_rope_equals_the_composed_ops(emu_dir, norm, mode):
+    """The GPU form with RoPE (q, k rotated after the projection, dq, dk rotated back, as
+    whole-array ops) on the emulated kernels against the primitives with the rope op composed
+    on the CPU: forward and every gradient; float64 (flash: float32)."""
+    from tests.autograd import test_self_attention as tsa
+
+    dtype, tol = (np.float32, 3e-5) if mode == "flash" else (np.float64, 1e-9)
+    C, T = (64, 9) if mode == "flash" else (8, 9)   # flash: hs = 32 (2 heads)
+    arrays = tsa._norm_arrays(2, T, C)
+    cos, sin = tsa.rope_tables(T, C // tsa.H)
+    fused = tsa._with_rope((cos.astype(dtype), sin.astype(dtype)), norm, residual=norm is not None)[0]
+    composed = tsa._with_rope((cos, sin), norm, residual=norm is not None)[1]
+    seed = np.random.default_rng(2).standard_normal((2, T, C))
+    _, ref, ref_grads = _sublayer_run(composed, arrays, np.float64, seed)
+    old = acuda.attention_mode()
+    acuda.set_attention(mode)
+    try:
+        with cuda_emulator.emulated_kernels(emu_dir):
+            out, got, grads = _sublayer_run(fused, arrays, dtype, seed)
+    finally:
+        acuda.set_attention(old)
+    assert out == (True, mode), "the op did not take its GPU form"
+    close = lambda a, b, what: np.testing.assert_allclose(  # noqa: E731  (float32: to the array's scale)
+        a, b, rtol=tol, atol=tol * (np.abs(b).max() if dtype == np.float32 else 1.0), err_msg=what)
+    close(got, ref, "forward")
+    assert set(grads) == set(ref_grads)
+    for i in ref_grads:
+        close(grads[i], ref_grads[i], f"gradient of input {i}")

@@ -9,6 +9,7 @@ import nn
 from autograd import Tensor
 from autograd.ops import mlp as mlp_op
 from autograd.ops import self_attention as sa
+from autograd.ops import swiglu as swiglu_op
 from gpt.model.block import Block
 from gpt.model.config import GPTConfig
 from tests.autograd.test_prenorm import small_blocks  # noqa: F401 (autouse: blocks of a few rows)
@@ -36,14 +37,16 @@ def _run_block(block, x, seed):
 
 
 def _is_fused(out) -> bool:
-    return isinstance(out._node, mlp_op.GeluMLP) and out._node.norm is not None
+    return isinstance(out._node, (mlp_op.GeluMLP, swiglu_op.SwiGLUMLP)) and out._node.norm is not None
 
 
-@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
-def test_block_runs_as_two_fused_ops_with_the_unfused_blocks_bits(norm):
+@pytest.mark.parametrize("norm, pos, mlp", [("layernorm", "learned", "gelu"), ("rmsnorm", "learned", "gelu"),
+                                            ("rmsnorm", "rope", "swiglu"), ("layernorm", "rope", "gelu"),
+                                            ("rmsnorm", "learned", "swiglu")])
+def test_block_runs_as_two_fused_ops_with_the_unfused_blocks_bits(norm, pos, mlp):
     """A pre-norm block is two ops, x + attn(ln_1(x)) and x + mlp(ln_2(x)); with a record to fill
-    it runs layer by layer, and both give the same bits."""
-    block = _block(norm=norm)
+    it runs layer by layer, and both give the same bits (LLaMA's block: rope, rmsnorm, swiglu)."""
+    block = _block(norm=norm, pos=pos, mlp=mlp, bias=mlp == "gelu")
     x = RNG.standard_normal((3, 40, 8)).astype(np.float32)
     seed = RNG.standard_normal((3, 40, 8)).astype(np.float32)
     fused = _run_block(block, x, seed)
@@ -64,8 +67,9 @@ def test_block_is_fused_only_where_the_fusion_is_exact():
     assert not _is_fused(dropped(x))                        # dropout at work while training
     dropped.eval()
     assert _is_fused(dropped(x))
-    for other in (_block(prenorm=False), _block(residual=False), _block(mlp="swiglu"), _block(mlp="relu2"),
-                  _block(pos="rope"), _block(qk_norm=True), _block(n_kv_head=1)):
+    assert _is_fused(_block(mlp="swiglu", pos="rope")(x))
+    for other in (_block(prenorm=False), _block(residual=False), _block(mlp="relu2"),
+                  _block(qk_norm=True), _block(n_kv_head=1), _block(pos="rope", n_kv_head=1)):
         assert not _is_fused(other(x))
     hooked = _block()
     handle = hooked.ln_2.register_forward_hook(lambda m, a, out: out * 2)
