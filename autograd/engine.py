@@ -7,6 +7,7 @@ accumulate into `.grad` across calls, which is what makes a tensor used twice co
 from __future__ import annotations
 
 from autograd import parallel
+from autograd.allocator import keep_freed_memory
 from autograd.function import Function
 from autograd.grad_mode import no_grad
 
@@ -50,6 +51,7 @@ def _run_hooks(hooks, grad):
 
 def backward(root_tensor, grad, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) * grad into every leaf's `.grad`."""
+    keep_freed_memory()   # a training loop: its steps reuse the same large blocks (autograd/allocator.py)
     root = root_tensor._node
     order = _topological_order(root)
     pending = {id(root): grad}
