@@ -314,6 +314,12 @@ def test_fused_sublayer_gpu_form_equals_the_composed_ops(emu_dir, kind, norm, re
     arrays = tp._arrays(kind, 2, 9, 64 if mode == "flash" else 8)   # flash: hs = 32 (2 heads)
     fused, composed = _sublayer_fns(kind, norm, residual)
     seed = np.random.default_rng(2).standard_normal((2, 9, arrays[0].shape[-1]))
+    _assert_gpu_form_equals(emu_dir, fused, composed, arrays, seed, dtype, tol, mode)
+
+
+def _assert_gpu_form_equals(emu_dir, fused, composed, arrays, seed, dtype, tol, mode):
+    """fused on the emulated kernels (attention `mode`, or None: the current one) in `dtype`
+    took its GPU form and equals composed on the CPU in float64, forward and every gradient."""
     _, ref, ref_grads = _sublayer_run(composed, arrays, np.float64, seed)
     old = acuda.attention_mode()
     acuda.set_attention(mode or old)
@@ -322,8 +328,7 @@ def test_fused_sublayer_gpu_form_equals_the_composed_ops(emu_dir, kind, norm, re
             out, got, grads = _sublayer_run(fused, arrays, dtype, seed)
     finally:
         acuda.set_attention(old)
-    assert out[0], "the op did not take its GPU form"
-    assert out[1] == mode
+    assert out == (True, mode), "the op did not take its GPU form"
     close = lambda a, b, what: np.testing.assert_allclose(  # noqa: E731  (float32: to the array's scale)
         a, b, rtol=tol, atol=tol * (np.abs(b).max() if dtype == np.float32 else 1.0), err_msg=what)
     close(got, ref, "forward")
@@ -332,20 +337,23 @@ def test_fused_sublayer_gpu_form_equals_the_composed_ops(emu_dir, kind, norm, re
         close(grads[i], ref_grads[i], f"gradient of input {i}")
 
 
-def test_gpt_block_takes_the_fused_gpu_forms(emu_dir):
-    """Block._fuses on arrays that take the kernels: two nodes, the two sublayers' GPU forms."""
+@pytest.mark.parametrize("block, mlp_op", [({}, "GeluMLP"),
+                                           (dict(pos="rope", norm="rmsnorm", mlp="swiglu", bias=False), "SwiGLUMLP")])
+def test_gpt_block_takes_the_fused_gpu_forms(emu_dir, block, mlp_op):
+    """Block._fuses on arrays that take the kernels: two nodes, the two sublayers' GPU forms
+    (GPT-2's block and LLaMA's)."""
     from gpt import GPT, GPTConfig
     from gpt.model.block import Block
 
     autograd.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=31, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    model = GPT(GPTConfig(vocab_size=31, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0, **block))
     block = next(m for m in model.modules() if isinstance(m, Block))
     x = Tensor(RNG.standard_normal((2, 5, 16)).astype(np.float32), requires_grad=True)
     with cuda_emulator.emulated_kernels(emu_dir):
         assert block._fuses(x)
         out = block(x)
     mlp_node = out._node
-    assert type(mlp_node).__name__ == "GeluMLP" and mlp_node.device
+    assert type(mlp_node).__name__ == mlp_op and mlp_node.device
     assert type(mlp_node.parents[0]).__name__ == "CausalSelfAttention" and mlp_node.parents[0].device
 
 
@@ -364,18 +372,4 @@ def test_fused_sublayer_gpu_form_with_rope_equals_the_composed_ops(emu_dir, norm
     fused = tsa._with_rope((cos.astype(dtype), sin.astype(dtype)), norm, residual=norm is not None)[0]
     composed = tsa._with_rope((cos, sin), norm, residual=norm is not None)[1]
     seed = np.random.default_rng(2).standard_normal((2, T, C))
-    _, ref, ref_grads = _sublayer_run(composed, arrays, np.float64, seed)
-    old = acuda.attention_mode()
-    acuda.set_attention(mode)
-    try:
-        with cuda_emulator.emulated_kernels(emu_dir):
-            out, got, grads = _sublayer_run(fused, arrays, dtype, seed)
-    finally:
-        acuda.set_attention(old)
-    assert out == (True, mode), "the op did not take its GPU form"
-    close = lambda a, b, what: np.testing.assert_allclose(  # noqa: E731  (float32: to the array's scale)
-        a, b, rtol=tol, atol=tol * (np.abs(b).max() if dtype == np.float32 else 1.0), err_msg=what)
-    close(got, ref, "forward")
-    assert set(grads) == set(ref_grads)
-    for i in ref_grads:
-        close(grads[i], ref_grads[i], f"gradient of input {i}")
+    _assert_gpu_form_equals(emu_dir, fused, composed, arrays, seed, dtype, tol, mode)
