@@ -86,7 +86,7 @@ class SwiGLU(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.hook is None and self._fused(x):   # one op, by blocks of rows (autograd/ops/swiglu.py)
+        if self._fused(x):   # one op, by blocks of rows (autograd/ops/swiglu.py)
             return self.dropout(self.fused(x))
         h = self.c_fc(x)                      # (..., 2 * hidden)
         gate, up = autograd.chunk(h, 2, axis=-1)  # 2 x (..., hidden)

@@ -13,10 +13,10 @@ from autograd.ops import mlp as mlp_op
 from autograd.ops import swiglu as swiglu_op
 from tests.autograd import cuda_emulator
 from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
-from tests.autograd.test_fused import assert_same, layer_norm_ref, rms_norm_ref
+from tests.autograd.test_fused import assert_same
+from tests.autograd.test_prenorm import EPS, _norm_ref
 
 RNG = np.random.default_rng(23)
-EPS = 1e-5
 
 
 @pytest.fixture(autouse=True)
@@ -68,8 +68,7 @@ def test_prenorm_sublayer_equals_the_composed_one(centered, residual):
                                     residual=residual)
 
     def composed(x, nw, nb, w1, b1, w2, b2):
-        n = layer_norm_ref(x, nw, nb, EPS) if centered else rms_norm_ref(x, nw, EPS)
-        out = _composed(n, w1, b1, w2, b2)
+        out = _composed(_norm_ref(x, nw, nb if centered else None, centered), w1, b1, w2, b2)
         return x + out if residual else out
 
     grads = range(7) if centered else [0, 1, 3, 4, 5, 6]      # an RMSNorm has no shift
@@ -139,7 +138,7 @@ def test_gpu_form_on_the_emulated_kernels_equals_the_composed_ops(emu_dir, norm)
         return swiglu_op.swiglu_mlp(x, w1, b1, w2, b2, norm=n, residual=True)
 
     def composed(x, nw, nb, w1, b1, w2, b2):
-        n = x if norm is None else layer_norm_ref(x, nw, nb, EPS) if norm == "layer" else rms_norm_ref(x, nw, EPS)
+        n = x if norm is None else _norm_ref(x, nw, nb if norm == "layer" else None, norm == "layer")
         return x + _composed(n, w1, b1, w2, b2)
 
     _, ref, ref_grads = run(composed)
