@@ -3,9 +3,11 @@
 For logits x (N, V) and integer targets t (N,):
     loss_n = logsumexp(x_n) - x_n[t_n]                  (0 where t_n == ignore_index)
     dloss_n/dx_n = softmax(x_n) - onehot(t_n)           (0 where ignored)
-The forward saves only the logits (which the caller usually keeps anyway) and the row-wise
-logsumexp (N,); the backward rebuilds the softmax in the buffer that becomes the gradient and
-subtracts 1 at the target positions, so no one-hot and no extra (N, V) array is ever stored.
+On the CPU's pool the forward keeps exp(x_n - max x_n) (N, V) and the reciprocal row sums
+instead of the logits, so the backward scales it into the gradient with one multiply and no
+second exp. Elsewhere the forward saves the logits and the row-wise logsumexp (N,), and the
+backward rebuilds the softmax in the buffer that becomes the gradient. Either way 1 is
+subtracted at the target positions: no one-hot and no second (N, V) array is ever saved.
 The logsumexp, the losses and their sum are float32 for float16 logits (backend.acc_dtype, as
 the CUDA kernels): in float16, 20,000 losses of ln 200 already sum past 65504 to inf.
 """
@@ -21,6 +23,7 @@ from autograd.cuda import loss as kernels
 from autograd import parallel
 from autograd.backend import HOST_FLOATS, acc_dtype, xp_of
 from autograd.function import Function
+from autograd.grad_mode import is_grad_enabled
 from autograd.ops.index import check_ids
 from autograd.sums import row_sums
 
@@ -30,6 +33,16 @@ _REDUCTIONS = ("mean", "sum", "none")
 # Rows per block of the forward's logsumexp: the exp temporary stays near 16 MiB of float32
 # however large N * V is (a GPT-2 batch of logits is gigabytes).
 _BLOCK_ELEMENTS = 1 << 22
+
+
+# Entries per pool task of the passes over logits on the CPU: long rows in blocks this large
+# (2 MiB of float32, in the last-level cache) spend less in hand-offs between the threads than
+# the L2-sized chunks of parallel.for_chunks.
+_TASK_ELEMENTS = 1 << 19
+
+
+def _task_rows(V: int) -> int:
+    return max(1, _TASK_ELEMENTS // max(V, 1))
 
 
 def _row_blocks(N: int, V: int):
@@ -43,22 +56,30 @@ def _on_pool(x2) -> bool:
     return type(x2) is np.ndarray and x2.dtype in HOST_FLOATS
 
 
+def _shifted_exp_rows(x2, keep: bool):
+    """(e, r, lse) of NumPy logits x2 (N, V) on the pool: e = exp(x2 - rowmax) (N, V) when `keep`
+    (else None: each block's is a temporary), r = 1 / its row sums (N, 1), lse = log of the row
+    sums of exp(x2) (N, 1); all of x2's dtype."""
+    e = np.empty_like(x2) if keep else None
+    r = np.empty((x2.shape[0], 1), dtype=x2.dtype)
+    lse = np.empty_like(r)
+
+    def block(lo, hi):
+        m = x2[lo:hi].max(axis=1, keepdims=True)
+        eb = np.subtract(x2[lo:hi], m, out=None if e is None else e[lo:hi])
+        np.exp(eb, out=eb)
+        s = row_sums(eb)
+        np.log(s, out=lse[lo:hi])
+        lse[lo:hi] += m
+        np.divide(1, s, out=r[lo:hi])
+
+    parallel.for_chunks(block, x2.shape[0], x2.shape[1], _task_rows(x2.shape[1]))
+    return e, r, lse
+
+
 def _logsumexp_rows(x2):
     """log(sum(exp(x2), axis=1)) as (N, 1) in acc_dtype(x2.dtype), stable, in row blocks."""
     xp = xp_of(x2)
-    if _on_pool(x2):
-        lse = np.empty((x2.shape[0], 1), dtype=x2.dtype)
-
-        def block(lo, hi):
-            xb = x2[lo:hi]
-            m = xb.max(axis=1, keepdims=True)
-            e = np.subtract(xb, m)
-            np.exp(e, out=e)
-            np.log(row_sums(e), out=lse[lo:hi])
-            lse[lo:hi] += m
-
-        parallel.for_chunks(block, x2.shape[0], x2.shape[1])
-        return lse
     lse = x2.max(axis=1, keepdims=True).astype(acc_dtype(x2.dtype), copy=False)   # (N, 1), the shift
     for lo, hi in _row_blocks(*x2.shape):
         e = xp.subtract(x2[lo:hi], lse[lo:hi])
@@ -93,10 +114,13 @@ class CrossEntropy(Function):
         valid = t != ignore_index
         safe_t = xp.where(valid, t, 0)
         rows = xp.arange(x2.shape[0])
-        lse = _logsumexp_rows(x2)                              # (N, 1)
+        if _on_pool(x2):   # without a graph no backward comes: keep no (N, V) array
+            self.e, self.r, lse = _shifted_exp_rows(x2, keep=is_grad_enabled())
+        else:
+            self.x2, lse = x2, _logsumexp_rows(x2)              # (N, 1)
         losses = lse[:, 0] - x2[rows, safe_t]                  # (N,), acc dtype
         losses *= valid
-        self.x2, self.lse, self.safe_t, self.valid = x2, lse, safe_t, valid
+        self.lse, self.safe_t, self.valid, self.dtype = lse, safe_t, valid, x.dtype
         self.shape, self.reduction = x.shape, reduction
         if reduction == "none":
             return losses.astype(x.dtype, copy=False).reshape(targets.shape)
@@ -109,7 +133,7 @@ class CrossEntropy(Function):
 
     def backward(self, g):
         xp = xp_of(g)
-        x2, valid = self.x2, self.valid
+        valid = self.valid
         if self.reduction == "none":
             scale = g.reshape(-1) * valid
         elif self.reduction == "sum":
@@ -117,9 +141,10 @@ class CrossEntropy(Function):
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 scale = xp.where(valid, g / self.count, 0)
-        scale = scale.astype(x2.dtype, copy=False)[:, None]   # (N, 1)
-        if _on_pool(x2):
+        scale = scale.astype(self.dtype, copy=False)[:, None]  # (N, 1)
+        if getattr(self, "e", None) is not None:
             return self._backward_rows(scale), None
+        x2 = self.x2
         gx = _softmax_rows(x2, self.lse)                       # (N, V), becomes the gradient
         rows = xp.arange(x2.shape[0])
         gx[rows, self.safe_t] -= 1
@@ -127,17 +152,17 @@ class CrossEntropy(Function):
         return gx.reshape(self.shape), None
 
     def _backward_rows(self, scale):
-        """(softmax(x) - onehot(t)) * scale as blocks of rows on the pool."""
-        x2, lse, t = self.x2, self.lse, self.safe_t
-        gx = np.empty_like(x2)
+        """e * (r * scale) - onehot(t) * scale, i.e. (softmax(x) - onehot(t)) * scale, as blocks of
+        rows on the pool."""
+        e, r, t = self.e, self.r, self.safe_t
+        gx = np.empty_like(e)
 
         def block(lo, hi):
-            gb = np.subtract(x2[lo:hi], lse[lo:hi], out=gx[lo:hi])
-            np.exp(gb, out=gb)
-            gb[np.arange(hi - lo), t[lo:hi]] -= 1
-            gb *= scale[lo:hi]
+            sb = scale[lo:hi]
+            gb = np.multiply(e[lo:hi], r[lo:hi] * sb, out=gx[lo:hi])
+            gb[np.arange(hi - lo), t[lo:hi]] -= sb[:, 0]
 
-        parallel.for_chunks(block, x2.shape[0], x2.shape[1])
+        parallel.for_chunks(block, e.shape[0], e.shape[1], _task_rows(e.shape[1]))
         return gx.reshape(self.shape)
 
 

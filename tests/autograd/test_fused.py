@@ -166,6 +166,38 @@ def test_cross_entropy_all_ignored_gives_nan_and_zero_grad():
     assert np.all(x.grad == 0)
 
 
+def test_cross_entropy_keeps_its_exponentials_only_for_a_backward():
+    from autograd import no_grad
+    from autograd.ops.loss import CrossEntropy
+
+    x = Tensor(RNG.standard_normal((6, 7)).astype(np.float32), requires_grad=True)
+    loss = ops.cross_entropy(x, RNG.integers(0, 7, 6))
+    assert loss._node.e.shape == (6, 7) and not hasattr(loss._node, "x2")
+    with no_grad():
+        node = CrossEntropy()
+        node.forward(x.data, RNG.integers(0, 7, 6))
+    assert node.e is None
+
+
+def test_cross_entropy_gradient_of_huge_logits_is_the_softmax():
+    x = np.array([[1000.0, 1001.0, 1002.0], [-1e4, 0.0, 1e4], [3e4, 3e4, -3e4]], dtype=np.float32)
+    t = np.array([2, 0, 1])
+    xt = Tensor(x, requires_grad=True)
+    ops.cross_entropy(xt, t, reduction="sum").backward(retain_graph=True)
+    x64 = x.astype(np.float64)
+    p = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(3), t] -= 1
+    np.testing.assert_allclose(xt.grad, p, atol=1e-6)
+    first = xt.grad.copy()
+    xt.grad = None
+    loss = ops.cross_entropy(xt, t, reduction="sum")
+    loss.backward(retain_graph=True)
+    xt.grad = None
+    loss.backward()                                   # a retained graph's second backward
+    np.testing.assert_array_equal(xt.grad, first)
+
+
 @given(n=st.integers(1, 4), V=st.integers(1, 6), data=st.data())
 def test_cross_entropy_gradcheck(n, V, data):
     targets = np.array(data.draw(st.lists(st.integers(0, V - 1) | st.just(-100), min_size=n, max_size=n)))
