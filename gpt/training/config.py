@@ -62,9 +62,9 @@ class _RunSettings:
     # optimisation
     batch_size: int = _f(16, "sequences per micro-batch B", int, "optim")
     grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
-    max_steps: int = _f(900, "optimizer steps to train for", int, "optim")
-    lr: float = _f(3e-3, "peak learning rate", float, "optim")
-    min_lr: float = _f(3e-4, "final learning rate of the cosine decay", float, "optim")
+    max_steps: int = _f(800, "optimizer steps to train for", int, "optim")
+    lr: float = _f(4e-3, "peak learning rate", float, "optim")
+    min_lr: float = _f(1e-3, "final learning rate of the cosine decay", float, "optim")
     warmup_steps: int = _f(50, "linear warmup steps", int, "optim")
     lr_decay_steps: int | None = _f(None, "step where the cosine reaches min_lr (default: max_steps)", int, "optim")
     weight_decay: float = _f(0.1, "AdamW weight decay of 2-D weights (biases, norms: none)", float, "optim")
@@ -82,7 +82,7 @@ class _RunSettings:
     precision: str = _f("fp32", "fp32; tf32 (TF32 matmuls) or fp16 (float16 compute, float32 master weights, "
                         "dynamic loss scaling) need --device cuda", str, "run", PRECISIONS)
     seed: int = _f(1337, "seed of the initial weights, dropout and batches", int, "run")
-    eval_interval: int = _f(100, "evaluate train and val loss every N steps", int, "run")
+    eval_interval: int = _f(200, "evaluate train and val loss every N steps", int, "run")
     eval_batches: int = _f(8, "fixed batches per evaluation", int, "run")
     checkpoint_interval: int | None = _f(None, "save latest.safetensors every N steps (default: eval_interval)", int, "run")
     log_interval: int = _f(10, "write a metrics line every N steps", int, "run")
