@@ -163,7 +163,8 @@ class CrossEntropy(Function):
             gb[np.arange(hi - lo), t[lo:hi]] -= sb[:, 0]
 
         parallel.for_chunks(block, e.shape[0], e.shape[1], _task_rows(e.shape[1]))
-        return gx.reshape(self.shape)
+        # gx itself when no reshape is needed: a view would be copied into a leaf's .grad
+        return gx if gx.shape == self.shape else gx.reshape(self.shape)
 
 
 def _targets_array(targets: Any, logits) -> Any:
