@@ -41,13 +41,14 @@ _BLOCK_ELEMENTS = 1 << 22
 _TASK_ELEMENTS = 1 << 19
 
 
-def _task_rows(V: int) -> int:
-    return max(1, _TASK_ELEMENTS // max(V, 1))
+def _rows_per(elements: int, V: int) -> int:
+    """Rows of V entries in a block of about `elements` entries (at least one)."""
+    return max(1, elements // max(V, 1))
 
 
 def _row_blocks(N: int, V: int):
     """(lo, hi) slices of N rows of V entries, about _BLOCK_ELEMENTS entries each."""
-    step = max(1, _BLOCK_ELEMENTS // max(V, 1))
+    step = _rows_per(_BLOCK_ELEMENTS, V)
     return [(lo, min(N, lo + step)) for lo in range(0, N, step)]
 
 
@@ -73,7 +74,7 @@ def _shifted_exp_rows(x2, keep: bool):
         lse[lo:hi] += m
         np.divide(1, s, out=r[lo:hi])
 
-    parallel.for_chunks(block, x2.shape[0], x2.shape[1], _task_rows(x2.shape[1]))
+    parallel.for_chunks(block, x2.shape[0], x2.shape[1], _rows_per(_TASK_ELEMENTS, x2.shape[1]))
     return e, r, lse
 
 
@@ -162,7 +163,7 @@ class CrossEntropy(Function):
             gb = np.multiply(e[lo:hi], r[lo:hi] * sb, out=gx[lo:hi])
             gb[np.arange(hi - lo), t[lo:hi]] -= sb[:, 0]
 
-        parallel.for_chunks(block, e.shape[0], e.shape[1], _task_rows(e.shape[1]))
+        parallel.for_chunks(block, e.shape[0], e.shape[1], _rows_per(_TASK_ELEMENTS, e.shape[1]))
         # gx itself when no reshape is needed: a view would be copied into a leaf's .grad
         return gx if gx.shape == self.shape else gx.reshape(self.shape)
 
