@@ -138,3 +138,15 @@ def test_import_of_a_folder_without_a_tokenizer_says_how_to_add_one(tmp_path, ca
     assert main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     assert "holds no tokenizer" in out and f"copy the model's tokenizer.json into {tmp_path / 'hf'}" in out
+
+
+def test_the_peak_for_mfu_is_measured_on_the_threads_a_step_uses(monkeypatch):
+    # NumPy's own product runs on OpenBLAS's one thread while the pool holds several: a peak
+    # measured with it put the default run's MFU at 126%.
+    from gpt.training import flops
+
+    calls = []
+    real = parallel.matmul
+    monkeypatch.setattr(parallel, "matmul", lambda a, b, out=None: calls.append(a.shape) or real(a, b, out=out))
+    assert flops.measure_peak_flops("cpu", n=256, repeats=2) > 0
+    assert calls == [(256, 256)] * 3
