@@ -26,7 +26,7 @@ from .rank_merge import merge_parts
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
 _LOW32 = (1 << 32) - 1
-CROWDED = 1 << 40  # flags a bucket of more than one key in _Buckets.head_or_crowded
+CROWDED = 1 << 40  # in a token's row: the bucket it heads holds more keys
 _INF_KEY = INF << 32
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
@@ -38,34 +38,23 @@ _LO_MASK = HEAD_MASK[np.maximum(np.arange(_SHORT + 1) - WORD, 0)]
 
 
 class _Buckets:
-    """A static hash table over distinct int64 keys: the keys sorted by their bucket (the top
-    bits of ``key * HASH_MUL``), and where each bucket starts. With ``load`` buckets per key almost
-    every key is the first of its bucket, so each bucket's first key and its position are also
-    kept by bucket (``head_key``, ``head``): a lookup reads them at its key's bucket, with no
-    read that waits on another; the later places of a crowded bucket are read in NumPy rounds."""
+    """A static hash table over int64 keys: the keys sorted by their bucket (the top bits of
+    ``key * HASH_MUL``, then the rest, so that equal keys sit side by side), and where each
+    bucket starts; ``distinct`` tells whether the keys were. ``find`` reads the places of each
+    key's bucket in NumPy rounds. With ``load`` to ``2 * load`` buckets per key, at 2 four keys in
+    five or more are the first of their bucket."""
 
-    def __init__(self, key: np.ndarray, load: int = 4):
+    def __init__(self, key: np.ndarray, load: int = 2):
         self.bits = max(4, (load * key.size).bit_length())
-        home = self._home(key)
-        index = np.argsort(home)
-        # One place past the end (key -1, read only through an empty last bucket, which holds no key).
-        self.key = np.append(key[index], _EMPTY)
-        self.index = np.append(index, _EMPTY)  # position in ``key`` of each sorted key
+        mixed = key.view(np.uint64) * HASH_MUL  # one to one: equal products, equal keys
+        index = np.argsort(mixed)
+        mixed = mixed[index]
+        self.distinct = not np.equal(mixed[1:], mixed[:-1]).any()
+        self.key = key[index]
+        self.index = index  # position in ``key`` of each sorted key
         self.start = np.zeros((1 << self.bits) + 1, dtype=np.int64)
+        home = (mixed >> np.uint64(64 - self.bits)).view(np.int64)
         np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
-        first, size = self.start[:-1], np.diff(self.start)
-        # An empty bucket's head is the next bucket's first key, whose home differs: never equal.
-        self.head_key = self.key[first]
-        self.head = np.where(size > 0, self.index[first], _EMPTY)
-        self.crowded = size > 1
-        # One read per lookup for the caller that checks the keys itself: the head's position
-        # (``key.size`` for an empty bucket), plus CROWDED where the bucket holds more keys.
-        self.head_or_crowded = np.where(size > 0, self.head, key.size) | np.where(self.crowded, CROWDED, 0)
-
-    def distinct(self) -> bool:
-        """Whether the keys were distinct (equal keys share a bucket: only crowded ones are checked)."""
-        crowded = self.key[:-1][np.repeat(self.crowded, np.diff(self.start))]
-        return np.unique(crowded).size == crowded.size
 
     def _home(self, key: np.ndarray) -> np.ndarray:
         return ((key.view(np.uint64) * HASH_MUL) >> np.uint64(64 - self.bits)).view(np.int64)
@@ -73,16 +62,16 @@ class _Buckets:
     def find(self, key: np.ndarray) -> np.ndarray:
         """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
         home = self._home(key)
-        # A key equal to its bucket's head has that home, so it is that key.
-        out = np.where(self.head_key[home] == key, self.head[home], _EMPTY)
-        more = np.flatnonzero((out == _EMPTY) & self.crowded[home])
-        if more.size:
-            at, stop, want = self.start[home[more]] + 1, self.start[home[more] + 1], key[more]
-            while more.size:  # the second place of each crowded bucket, then the third...
-                hit = self.key[at] == want
-                out[more[hit]] = self.index[at[hit]]
-                go = ~hit & (at + 1 < stop)
-                more, at, stop, want = more[go], at[go] + 1, stop[go], want[go]
+        out = np.full(key.size, _EMPTY, dtype=np.int64)
+        more = np.arange(key.size)
+        at, stop, want = self.start[home], self.start[home + 1], key
+        while more.size:  # the first place of each bucket, then the second...
+            go = at < stop
+            more, at, stop, want = more[go], at[go], stop[go], want[go]
+            hit = self.key[at] == want
+            out[more[hit]] = self.index[at[hit]]
+            go = ~hit
+            more, at, stop, want = more[go], at[go] + 1, stop[go], want[go]
         return out
 
 
@@ -122,12 +111,25 @@ class TokenTable:
         two = self.size == 2
         self.byte_pair[(self.hi[two] >> np.uint64(48)).astype(np.int64)] = self.rank[two]
         self._table = _Buckets(_mix(self.hi, self.lo, self.size))
-        if not self._table.distinct():
+        if not self._table.distinct:
             raise ValueError("two tokens share a hash")
-        # The same, the rank and length in one word, and one row more whose length is above _SHORT:
-        # equal to no span compared in NumPy (the longer ones are looked up again by their bytes).
-        self._hi, self._lo = np.append(self.hi, np.uint64(0)), np.append(self.lo, np.uint64(0))
-        self._meta = np.append(self.rank << _SIZE_BITS | self.size, _SIZE_MASK)
+        # Each token as one row of 32 bytes (hi, lo, rank << 5 | length, with CROWDED where it
+        # heads a bucket of more keys), and each bucket's first token: a lookup reads the head
+        # of its bucket, then that row at once. An empty bucket's head is a row past the tokens
+        # whose length is above _SHORT: equal to no span compared in NumPy (the longer ones are
+        # looked up again by their bytes).
+        start, n = self._table.start, self.size.size
+        size = np.diff(start)
+        rows = np.zeros((n + 1, 4), dtype=np.uint64)
+        rows[:n, 0], rows[:n, 1] = self.hi, self.lo
+        rows[:n, 2] = (self.rank << _SIZE_BITS | self.size).view(np.uint64)
+        rows[n, 2] = _SIZE_MASK
+        filled = np.flatnonzero(size)
+        head = self._table.index[start[filled]]
+        rows[head[size[filled] > 1], 2] |= np.uint64(CROWDED)
+        self._head = np.full(size.size, n, dtype=np.int64)
+        self._head[filled] = head
+        self._rows = rows
 
     def spans(self, data: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Ranks (int64, like ``start``) of the tokens ``data[start[i]:end[i]]`` spell, INF where none.
@@ -138,14 +140,11 @@ class TokenTable:
         lo = words[start + 8] & _LO_MASK[k]
         key = _mix(hi, lo, k)
         table = self._table
-        # The head of each span's bucket, compared by its bytes and length at once (no read of the
-        # hashes); an empty bucket's head is the row past the tokens.
-        head = table.head_or_crowded[table._home(key)]
-        g = head & (CROWDED - 1)
-        meta = self._meta[g]
-        hit = (self._hi[g] == hi) & (self._lo[g] == lo) & ((meta & _SIZE_MASK) == size)
-        out = np.where(hit, meta >> _SIZE_BITS, INF)
-        more = np.flatnonzero(~hit & (head >= CROWDED))  # the other keys of a crowded bucket
+        row = np.take(self._rows, self._head[table._home(key)], axis=0)
+        meta = row[:, 2].view(np.int64)
+        hit = (row[:, 0] == hi) & (row[:, 1] == lo) & ((meta & _SIZE_MASK) == size)
+        out = np.where(hit, (meta >> _SIZE_BITS) & INF, INF)
+        more = np.flatnonzero(~hit & (meta >= CROWDED))  # the other keys of a crowded bucket
         if more.size:
             at = table.find(key[more])
             g = np.maximum(at, 0)
