@@ -8,9 +8,15 @@ so that they inherit the tokenizer and its warm piece cache without pickling, an
 tokenizer's later batches (``_Pool``): a process forked per batch would copy every page that it
 or the caller writes afterwards, a large share of its time. The calling process encodes the
 first share itself while the others run; a worker gets its texts through a pipe and sends its ids
-back as the bytes of one flat NumPy array, cheaper to move than lists of ints. A cost model keeps
-small batches in-process: a worker pays for its start and for sending its ids, so it is started
-only while the time it saves exceeds that.
+back part by part (PART_CHARS of text each), each part as the bytes of one flat NumPy array,
+cheaper to move than lists of ints, through a pipe wide enough (PIPE_BYTES) that it seldom waits
+for the caller to read. Making lists of the ids costs the caller about what packing them costs
+the worker: the caller encodes its own share part by part too and, between its parts, turns the
+parts that have come back into lists, so that little of that is left once its share is done.
+Then it claims a worker's last parts, from the back, and encodes them itself, so that both finish
+together however unevenly hard the shares' texts are. A cost model keeps small batches
+in-process: a worker pays for its start and for sending its ids, so it is started only while the
+time it saves exceeds that.
 """
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ from .special import check_disallowed, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
 RETURN_COST = 1 / 16  # the cost of sending a worker's ids back, as a share of encoding its characters
+PART_CHARS = 1 << 18  # characters of text whose ids a worker sends back in one message
+PIPE_BYTES = 1 << 20  # a worker's pipe of ids holds a few parts (Linux's default limit for a pipe)
 
 
 def free_cores() -> int:
@@ -62,6 +70,20 @@ def plan(sizes: list[int], workers: int) -> list[int]:
     # A few long texts may not share out evenly: in-process unless the largest share still gains.
     largest = max(sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:] + [len(sizes)]))
     return bounds if largest + START_CHARS * (len(bounds) - 1) < total else [0]
+
+
+def parts(sizes: list[int]) -> list[tuple[int, int]]:
+    """Texts of ``sizes`` characters in runs ``(a, b)`` of about PART_CHARS characters (whole
+    texts: a longer text is a part of its own), in order, covering them all."""
+    out, start, size = [], 0, 0
+    for i, n in enumerate(sizes):
+        size += n
+        if size >= PART_CHARS:
+            out.append((start, i + 1))
+            start, size = i + 1, 0
+    if start < len(sizes) or not out:
+        out.append((start, len(sizes)))
+    return out
 
 
 def _prepare(tok, texts: list, allowed_special, disallowed_special) -> tuple[list[str], set[str]]:
@@ -121,10 +143,12 @@ def _id_dtype(tok) -> type:
     return np.int32 if tok.vocab_size <= 1 << 31 else np.int64
 
 
-def _serve(conn, theirs, tok) -> None:
-    """A worker's loop: encode each ``(texts, allowed)`` that comes, send back ("ok", the number of
-    ids of each text, all the ids end to end), both as array bytes, or ("error", the exception);
-    stop at None, or once the process that started it is gone."""
+def _serve(link, theirs, tok) -> None:
+    """A worker's loop: encode each ("job", texts, allowed) that comes and send back, part by part
+    (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
+    both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
+    ("end", parts done), or ("error", the exception) in place of the rest. Stop at None, or once
+    the process that started it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's: it stops the workers
     for pool in list(_POOLS.values()):  # forked: the callers' ends of every pipe, this one's too
         for _, end in pool.workers:
@@ -133,24 +157,72 @@ def _serve(conn, theirs, tok) -> None:
     gc.freeze()  # what it inherits stays out of its collections, whose scans would copy those pages
     parent = os.getppid()
     while True:
-        if not conn.poll(1.0):
+        if not link.poll(1.0):
             if os.getppid() != parent:
                 return
             continue
         try:
-            job = conn.recv()
+            job = link.recv()
         except (EOFError, OSError):
             return
         if job is None:
             return
+        if job[0] != "job":
+            continue  # a claim that came after this worker's share was done
         try:
-            ids = _encode_prepared(tok, *job)
-            counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-            flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
-            reply = ("ok", counts.tobytes(), flat.tobytes())
+            _, texts, allowed = job
+            cuts = parts([len(t) for t in texts])
+            limit, i = len(cuts), 0
+            while True:
+                while link.poll():  # the caller claims parts from the back: ("mine", first of its parts)
+                    claim = link.recv()
+                    limit = min(limit, claim[1])
+                if i >= limit:
+                    break
+                a, b = cuts[i]
+                ids = _encode_prepared(tok, texts[a:b], allowed)
+                counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
+                link.send(("ok", i, counts.tobytes(), flat.tobytes()))
+                i += 1
+            reply = ("end", i)
         except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
             reply = ("error", e)
-        conn.send(reply)
+        link.send(reply)
+
+
+class _Link:
+    """One side of a worker's two one-way pipes: jobs go to the worker through one, its ids come
+    back through the other, widened to PIPE_BYTES where the platform allows."""
+
+    def __init__(self, incoming, outgoing):
+        self.incoming, self.outgoing = incoming, outgoing
+
+    def send(self, obj) -> None:
+        self.outgoing.send(obj)
+
+    def recv(self):
+        return self.incoming.recv()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self.incoming.poll(timeout)
+
+    def close(self) -> None:
+        self.incoming.close()
+        self.outgoing.close()
+
+
+def _links(ctx) -> tuple[_Link, _Link]:
+    """(the caller's side, the worker's side) of two new one-way pipes."""
+    jobs_in, jobs_out = ctx.Pipe(duplex=False)
+    ids_in, ids_out = ctx.Pipe(duplex=False)
+    try:
+        import fcntl
+
+        fcntl.fcntl(ids_out.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError, ValueError):  # not Linux, or a lower limit here
+        pass
+    return _Link(ids_in, jobs_out), _Link(jobs_in, ids_out)
 
 
 class _Pool:
@@ -174,7 +246,7 @@ class _Pool:
         if len(self.workers) < n:
             tok._ordinary.share_table()  # noqa: SLF001 - its piece encoder, for the workers to inherit
         while len(self.workers) < n:
-            mine, theirs = ctx.Pipe()
+            mine, theirs = _links(ctx)
             p = ctx.Process(target=_serve, args=(theirs, mine, tok), daemon=True)
             p.start()
             theirs.close()
@@ -209,13 +281,61 @@ def _pool_of(tok) -> _Pool:
     return pool
 
 
-def _unpack(tok, message) -> list[list[int]]:
-    kind, *payload = message
-    if kind == "error":
-        raise payload[0]
-    ends = np.cumsum(np.frombuffer(payload[0], dtype=np.int64)).tolist()
-    ids = np.frombuffer(payload[1], dtype=_id_dtype(tok)).tolist()
+def _lists(tok, counts: bytes, flat: bytes) -> list[list[int]]:
+    """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids."""
+    ends = np.cumsum(np.frombuffer(counts, dtype=np.int64)).tolist()
+    ids = np.frombuffer(flat, dtype=_id_dtype(tok)).tolist()
     return list(map(ids.__getitem__, map(slice, [0] + ends[:-1], ends)))
+
+
+class _Share:
+    """A worker's share of a batch while it is encoded: its parts (``parts``), the ids of those
+    that came back, and the parts from ``limit`` on, which the caller claimed and encodes itself
+    once its own share is done, from the back, so that the two finish together."""
+
+    def __init__(self, worker, texts: list[str]):
+        self.process, self.link = worker
+        self.texts, self.cuts = texts, parts([len(t) for t in texts])
+        self.ids: dict[int, list[list[int]]] = {}  # part -> its texts' ids, from the worker
+        self.mine: dict[int, list[list[int]]] = {}  # the same, of the parts the caller claimed
+        self.limit = len(self.cuts)
+        self.ended = False
+        self.error: BaseException | None = None
+
+    def read(self, tok) -> None:
+        """Take one message of the worker (waiting for it)."""
+        try:
+            message = self.link.recv()
+        except EOFError:
+            raise RuntimeError(f"an encoding worker process ended without its ids "
+                               f"(exit code {self.process.exitcode})") from None
+        if message[0] == "ok":
+            self.ids[message[1]] = _lists(tok, *message[2:])
+        else:
+            self.ended = True
+            if message[0] == "error":
+                self.error = message[1]
+
+    def read_ready(self, tok) -> None:
+        while not self.ended and self.link.poll():
+            self.read(tok)
+
+    def steal(self, tok, allowed) -> bool:
+        """Claim and encode the worker's last unclaimed part, when one is left beyond the part it
+        is on; False when none is."""
+        if self.ended or self.limit - 1 <= len(self.ids):
+            return False
+        self.limit -= 1
+        self.link.send(("mine", self.limit))
+        a, b = self.cuts[self.limit]
+        self.mine[self.limit] = _encode_prepared(tok, self.texts[a:b], allowed)
+        return True
+
+    def result(self) -> list[list[int]]:
+        out: list[list[int]] = []
+        for i in range(len(self.cuts)):  # a part both encoded (the claim came late): the caller's
+            out += self.mine[i] if i >= self.limit else self.ids[i]
+        return out
 
 
 def encode_batch(tok, texts: list[str], num_threads: int | None, allowed_special, disallowed_special,
@@ -233,21 +353,30 @@ def encode_batch(tok, texts: list[str], num_threads: int | None, allowed_special
     shares = [texts[a:b] for a, b in zip(bounds, bounds[1:] + [len(texts)])]
     pool = _pool_of(tok)
     with pool.lock:
-        replies = []
         try:
-            workers = pool.take(tok, len(shares) - 1)
-            for (_, end), share in zip(workers, shares[1:]):
-                end.send((share, allowed))
-            out = _encode_prepared(tok, shares[0], allowed)
-            for p, end in workers:
-                try:
-                    replies.append(end.recv())
-                except EOFError:
-                    raise RuntimeError(f"an encoding worker process ended without its ids "
-                                       f"(exit code {p.exitcode})") from None
+            theirs = [_Share(w, share) for w, share in zip(pool.take(tok, len(shares) - 1), shares[1:])]
+            for share in theirs:
+                share.link.send(("job", share.texts, allowed))
+            out: list[list[int]] = []
+            own = shares[0]
+            for a, b in parts([len(t) for t in own]):
+                out += _encode_prepared(tok, own[a:b], allowed)
+                for share in theirs:
+                    share.read_ready(tok)
+            while True:  # the workers' last parts, taken from the back while any is left
+                for share in theirs:
+                    share.read_ready(tok)
+                if not any(share.steal(tok, allowed) for share in theirs):
+                    break
+            for share in theirs:  # every reply read: the pipes stay in step
+                while not share.ended:
+                    share.read(tok)
         except BaseException:  # an interrupt, or a worker gone: replies may be left in the pipes
             pool.close()
             raise
-    for message in replies:  # every reply read first, so that the pipes stay in step
-        out += _unpack(tok, message)
+    for share in theirs:
+        if share.error is not None:
+            raise share.error
+    for share in theirs:
+        out += share.result()
     return out

@@ -156,3 +156,33 @@ def test_an_interrupt_in_the_caller_stops_its_workers_and_the_next_batch_is_righ
     assert parallel_encode._POOLS[fresh].workers == []  # so the pool was closed
     monkeypatch.setattr(parallel_encode, "_encode_prepared", real)
     assert fresh.encode_ordinary_batch(texts, num_threads=2) == [tok4.encode_ordinary(t) for t in texts]
+
+
+def test_the_caller_takes_a_slow_workers_last_parts_and_the_ids_stay_in_order(tok4, corpus_texts, monkeypatch):
+    import os
+    import time
+
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    monkeypatch.setattr(parallel_encode, "PART_CHARS", 400)  # parts of a text or two
+    if parallel_encode.default_workers() < 2:
+        pytest.skip("one core: no worker is started")
+    caller, real, by_caller = os.getpid(), parallel_encode._encode_prepared, []
+
+    def slow_in_the_worker(tok, texts, allowed):
+        if os.getpid() == caller:
+            by_caller.extend(texts)
+        else:
+            time.sleep(0.02)
+        return real(tok, texts, allowed)
+
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", slow_in_the_worker)
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)  # its worker starts now, slowed
+    texts = [t[:300] for t in corpus_texts[:40]]
+    bounds = parallel_encode.plan([len(t) for t in texts], 2)
+    assert len(bounds) == 2
+    want = [tok4.encode_ordinary(t) for t in texts]
+    for _ in range(3):  # a claim that comes after the worker's last part waits in its pipe: the next batch skips it
+        by_caller.clear()
+        assert fresh.encode_ordinary_batch(texts, num_threads=2) == want
+        assert texts[-1] in by_caller  # the worker's last part was the caller's
+        assert texts[bounds[1]] not in by_caller  # its first was the worker's
