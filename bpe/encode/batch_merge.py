@@ -63,14 +63,13 @@ class _Buckets:
         """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
         home = self._home(key)
         out = np.full(key.size, _EMPTY, dtype=np.int64)
-        more = np.arange(key.size)
-        at, stop, want = self.start[home], self.start[home + 1], key
+        at, stop = self.start[home], self.start[home + 1]
+        more = np.flatnonzero(at < stop)               # the keys whose bucket holds any
+        at, stop, want = at[more], stop[more], key[more]
         while more.size:  # the first place of each bucket, then the second...
-            go = at < stop
-            more, at, stop, want = more[go], at[go], stop[go], want[go]
             hit = self.key[at] == want
             out[more[hit]] = self.index[at[hit]]
-            go = ~hit
+            go = ~hit & (at + 1 < stop)
             more, at, stop, want = more[go], at[go] + 1, stop[go], want[go]
         return out
 
@@ -99,35 +98,35 @@ class TokenTable:
         words = span_words(np.frombuffer(b"".join(toks), dtype=np.uint8))
         short = np.flatnonzero(size <= _SHORT)
         # Each token of up to 16 bytes as its two words, read and masked as a span's are.
-        self.size, self.rank = size[short], ids[short]
-        self.hi = words[starts[short]] & _HI_MASK[self.size]
-        self.lo = words[starts[short] + 8] & _LO_MASK[self.size]
+        size, rank = size[short], ids[short]
+        hi = words[starts[short]] & _HI_MASK[size]
+        lo = words[starts[short] + 8] & _LO_MASK[size]
         self.byte_id = np.zeros(256, dtype=np.int64)
-        one = self.size == 1
+        one = size == 1
         if one.sum() != 256:
             raise ValueError("byte-level BPE needs every single byte as a token")
-        self.byte_id[(self.hi[one] >> np.uint64(56)).astype(np.int64)] = self.rank[one]
+        self.byte_id[(hi[one] >> np.uint64(56)).astype(np.int64)] = rank[one]
         self.byte_pair = np.full(1 << 16, INF, dtype=np.int64)
-        two = self.size == 2
-        self.byte_pair[(self.hi[two] >> np.uint64(48)).astype(np.int64)] = self.rank[two]
-        self._table = _Buckets(_mix(self.hi, self.lo, self.size))
+        two = size == 2
+        self.byte_pair[(hi[two] >> np.uint64(48)).astype(np.int64)] = rank[two]
+        self._table = _Buckets(_mix(hi, lo, size))
         if not self._table.distinct:
             raise ValueError("two tokens share a hash")
         # Each token as one row of 32 bytes (hi, lo, rank << 5 | length, with CROWDED where it
         # heads a bucket of more keys), and each bucket's first token: a lookup reads the head
         # of its bucket, then that row at once. An empty bucket's head is a row past the tokens
         # whose length is above _SHORT: equal to no span compared in NumPy (the longer ones are
-        # looked up again by their bytes).
-        start, n = self._table.start, self.size.size
-        size = np.diff(start)
+        # looked up again by their bytes); it is also row -1, where `find` finds nothing.
+        start, n = self._table.start, size.size
         rows = np.zeros((n + 1, 4), dtype=np.uint64)
-        rows[:n, 0], rows[:n, 1] = self.hi, self.lo
-        rows[:n, 2] = (self.rank << _SIZE_BITS | self.size).view(np.uint64)
+        rows[:n, 0], rows[:n, 1] = hi, lo
+        rows[:n, 2] = (rank << _SIZE_BITS | size).view(np.uint64)
         rows[n, 2] = _SIZE_MASK
-        filled = np.flatnonzero(size)
+        held = np.diff(start)                          # keys per bucket
+        filled = np.flatnonzero(held)
         head = self._table.index[start[filled]]
-        rows[head[size[filled] > 1], 2] |= np.uint64(CROWDED)
-        self._head = np.full(size.size, n, dtype=np.int64)
+        rows[head[held[filled] > 1], 2] |= np.uint64(CROWDED)
+        self._head = np.full(held.size, n, dtype=np.int64)
         self._head[filled] = head
         self._rows = rows
 
@@ -140,19 +139,21 @@ class TokenTable:
         lo = words[start + 8] & _LO_MASK[k]
         key = _mix(hi, lo, k)
         table = self._table
-        row = np.take(self._rows, self._head[table._home(key)], axis=0)
-        meta = row[:, 2].view(np.int64)
-        hit = (row[:, 0] == hi) & (row[:, 1] == lo) & ((meta & _SIZE_MASK) == size)
-        out = np.where(hit, (meta >> _SIZE_BITS) & INF, INF)
+        out, hit, meta = self._match(self._head[table._home(key)], hi, lo, size)
         more = np.flatnonzero(~hit & (meta >= CROWDED))  # the other keys of a crowded bucket
         if more.size:
-            at = table.find(key[more])
-            g = np.maximum(at, 0)
-            found = (at >= 0) & (self.hi[g] == hi[more]) & (self.lo[g] == lo[more]) & (self.size[g] == size[more])
-            out[more[found]] = self.rank[g[found]]
+            out[more] = self._match(table.find(key[more]), hi[more], lo[more], size[more])[0]
         for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
             out[i] = self.ranks.get(data[start[i]:end[i]], INF)
         return out
+
+    def _match(self, g: np.ndarray, hi, lo, size) -> tuple:
+        """(rank where token row ``g`` spells the span of words ``hi``, ``lo`` and length ``size``,
+        else INF; whether it does; the rows' third words), each like ``g``."""
+        row = np.take(self._rows, g, axis=0)
+        meta = row[:, 2].view(np.int64)
+        hit = (row[:, 0] == hi) & (row[:, 1] == lo) & ((meta & _SIZE_MASK) == size)
+        return np.where(hit, (meta >> _SIZE_BITS) & INF, INF), hit, meta
 
 
 def merge_pieces(table: TokenTable, data: np.ndarray, starts: np.ndarray

@@ -147,7 +147,7 @@ def _serve(link, theirs, tok) -> None:
     """A worker's loop: encode each ("job", texts, allowed) that comes and send back, part by part
     (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
     both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
-    ("end", parts done), or ("error", the exception) in place of the rest. Stop at None, or once
+    ("end",), or ("error", the exception) in place of the rest. Stop at None, or once
     the process that started it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's: it stops the workers
     for pool in list(_POOLS.values()):  # forked: the callers' ends of every pipe, this one's too
@@ -185,7 +185,7 @@ def _serve(link, theirs, tok) -> None:
                 flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
                 link.send(("ok", i, counts.tobytes(), flat.tobytes()))
                 i += 1
-            reply = ("end", i)
+            reply = ("end",)
         except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
             reply = ("error", e)
         link.send(reply)
