@@ -26,7 +26,8 @@ from .rank_merge import merge_parts
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _EMPTY = -1
 _LOW32 = (1 << 32) - 1
-CROWDED = 1 << 40  # in a token's row: the bucket it heads holds more keys
+NEXT = 1 << 40  # in a token's row: the next row is in the same bucket
+LOAD = 2  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
 _INF_KEY = INF << 32
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
@@ -35,43 +36,6 @@ _SIZE_MASK = (1 << _SIZE_BITS) - 1
 # The masks that keep the first L bytes (0..16) of a span's two big-endian words.
 _HI_MASK = HEAD_MASK
 _LO_MASK = HEAD_MASK[np.maximum(np.arange(_SHORT + 1) - WORD, 0)]
-
-
-class _Buckets:
-    """A static hash table over int64 keys: the keys sorted by their bucket (the top bits of
-    ``key * HASH_MUL``, then the rest, so that equal keys sit side by side), and where each
-    bucket starts; ``distinct`` tells whether the keys were. ``find`` reads the places of each
-    key's bucket in NumPy rounds. With ``load`` to ``2 * load`` buckets per key, at 2 four keys in
-    five or more are the first of their bucket."""
-
-    def __init__(self, key: np.ndarray, load: int = 2):
-        self.bits = max(4, (load * key.size).bit_length())
-        mixed = key.view(np.uint64) * HASH_MUL  # one to one: equal products, equal keys
-        index = np.argsort(mixed)
-        mixed = mixed[index]
-        self.distinct = not np.equal(mixed[1:], mixed[:-1]).any()
-        self.key = key[index]
-        self.index = index  # position in ``key`` of each sorted key
-        self.start = np.zeros((1 << self.bits) + 1, dtype=np.int64)
-        home = (mixed >> np.uint64(64 - self.bits)).view(np.int64)
-        np.cumsum(np.bincount(home, minlength=1 << self.bits), out=self.start[1:])
-
-    def _home(self, key: np.ndarray) -> np.ndarray:
-        return ((key.view(np.uint64) * HASH_MUL) >> np.uint64(64 - self.bits)).view(np.int64)
-
-    def find(self, key: np.ndarray) -> np.ndarray:
-        """For each of ``key`` (int64), its position in the keys the table was built from, or -1."""
-        home = self._home(key)
-        out = np.full(key.size, _EMPTY, dtype=np.int64)
-        at, stop = self.start[home], self.start[home + 1]
-        more = np.flatnonzero(at < stop)               # the keys whose bucket holds any
-        at, stop, want = at[more], stop[more], key[more]
-        while more.size:  # the first place of each bucket, then the second...
-            hit = self.key[at] == want
-            out[more[hit]] = self.index[at[hit]]
-            go = ~hit & (at + 1 < stop)
-            more, at, stop, want = more[go], at[go] + 1, stop[go], want[go]
-        return out
 
 
 def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -85,6 +49,10 @@ class TokenTable:
     ``byte_id`` (int64, (256,)) is each byte's id, ``byte_pair`` (int64, (65536,)) the rank of each
     two-byte token by ``first * 256 + second`` (INF where none). Raises ValueError when the ids do
     not fit the packed keys of a round, or two tokens' hashes collide (then merge one by one).
+
+    The hash table: LOAD to 2 * LOAD buckets per token (the top bits of ``key * HASH_MUL``), the
+    tokens as rows sorted by bucket, and each bucket's first row. A lookup reads its bucket's
+    first row, then the rows after it while they are in the same bucket (NEXT) and do not match.
     """
 
     def __init__(self, ranks: dict[bytes, int]):
@@ -109,25 +77,28 @@ class TokenTable:
         self.byte_pair = np.full(1 << 16, INF, dtype=np.int64)
         two = size == 2
         self.byte_pair[(hi[two] >> np.uint64(48)).astype(np.int64)] = rank[two]
-        self._table = _Buckets(_mix(hi, lo, size))
-        if not self._table.distinct:
+        self._build(_mix(hi, lo, size), hi, lo, rank << _SIZE_BITS | size)
+
+    def _build(self, key: np.ndarray, hi: np.ndarray, lo: np.ndarray, meta: np.ndarray) -> None:
+        """The rows (hi, lo, meta: rank << 5 | length, with NEXT where the next row is in the same
+        bucket; one more row past the tokens, whose length is above _SHORT: equal to no span
+        compared in NumPy) sorted by bucket, then by ``key * HASH_MUL``, so that equal keys sit
+        side by side; and each bucket's first row (that past the tokens for an empty bucket)."""
+        n = key.size
+        self._shift = np.uint64(64 - max(4, (LOAD * n).bit_length()))
+        mixed = key.view(np.uint64) * HASH_MUL  # one to one: equal products, equal keys
+        order = np.argsort(mixed)
+        mixed = mixed[order]
+        if np.equal(mixed[1:], mixed[:-1]).any():
             raise ValueError("two tokens share a hash")
-        # Each token as one row of 32 bytes (hi, lo, rank << 5 | length, with CROWDED where it
-        # heads a bucket of more keys), and each bucket's first token: a lookup reads the head
-        # of its bucket, then that row at once. An empty bucket's head is a row past the tokens
-        # whose length is above _SHORT: equal to no span compared in NumPy (the longer ones are
-        # looked up again by their bytes); it is also row -1, where `find` finds nothing.
-        start, n = self._table.start, size.size
+        home = (mixed >> self._shift).view(np.int64)
         rows = np.zeros((n + 1, 4), dtype=np.uint64)
-        rows[:n, 0], rows[:n, 1] = hi, lo
-        rows[:n, 2] = (rank << _SIZE_BITS | size).view(np.uint64)
+        rows[:n, 0], rows[:n, 1], rows[:n, 2] = hi[order], lo[order], meta[order].view(np.uint64)
+        rows[:-2, 2] |= np.where(home[1:] == home[:-1], np.uint64(NEXT), np.uint64(0))
         rows[n, 2] = _SIZE_MASK
-        held = np.diff(start)                          # keys per bucket
-        filled = np.flatnonzero(held)
-        head = self._table.index[start[filled]]
-        rows[head[held[filled] > 1], 2] |= np.uint64(CROWDED)
-        self._head = np.full(held.size, n, dtype=np.int64)
-        self._head[filled] = head
+        first = np.flatnonzero(np.diff(home, prepend=-1))
+        self._head = np.full(1 << (64 - int(self._shift)), n, dtype=np.int32 if n < 1 << 31 else np.int64)
+        self._head[home[first]] = first
         self._rows = rows
 
     def spans(self, data: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -137,12 +108,15 @@ class TokenTable:
         k = np.minimum(size, _SHORT)
         hi = words[start] & _HI_MASK[k]
         lo = words[start + 8] & _LO_MASK[k]
-        key = _mix(hi, lo, k)
-        table = self._table
-        out, hit, meta = self._match(self._head[table._home(key)], hi, lo, size)
-        more = np.flatnonzero(~hit & (meta >= CROWDED))  # the other keys of a crowded bucket
-        if more.size:
-            out[more] = self._match(table.find(key[more]), hi[more], lo[more], size[more])[0]
+        row = self._head[((_mix(hi, lo, k).view(np.uint64) * HASH_MUL) >> self._shift).view(np.int64)]
+        out, hit, meta = self._match(row, hi, lo, size)
+        more = np.flatnonzero(~hit & (meta >= NEXT))  # the spans to read the next row of their bucket for
+        row = row[more]
+        while more.size:
+            row += 1
+            out[more], hit, meta = self._match(row, hi[more], lo[more], size[more])
+            go = ~hit & (meta >= NEXT)
+            more, row = more[go], row[go]
         for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
             out[i] = self.ranks.get(data[start[i]:end[i]], INF)
         return out

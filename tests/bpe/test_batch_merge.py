@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import bpe.encode.batch_merge as batch_merge
 import bpe.encode.piece_encoder as piece_encoder
 from bpe import Tokenizer
 from bpe.split.patterns import PATTERNS
@@ -188,15 +189,18 @@ def test_an_error_while_batching_leaves_no_unfilled_list_in_the_cache(tok4, alwa
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
 
 
-_INT64 = st.integers(-2**63, 2**63 - 1) | st.integers(-3, 2**40)  # -1 is the table's end marker
-
-
-@given(keys=st.sets(_INT64, max_size=300), asked=st.lists(_INT64, max_size=50))
-def test_the_hash_table_finds_every_key_also_in_crowded_buckets(keys, asked):
-    from bpe.encode.batch_merge import _Buckets
-
-    keys = np.array(sorted(keys), dtype=np.int64)
-    table = _Buckets(keys, load=0)  # 16 buckets: many keys share one
-    query = np.concatenate([keys, np.array(asked, dtype=np.int64)])
-    where = {k: i for i, k in enumerate(keys.tolist())}
-    assert table.find(query).tolist() == [where.get(k, -1) for k in query.tolist()]
+@pytest.mark.parametrize("load", [0, 2])
+def test_the_token_table_reads_every_row_of_a_crowded_bucket(tok4, odd_ranks, monkeypatch, load):
+    monkeypatch.setattr(batch_merge, "LOAD", load)  # 0: 16 buckets, dozens of tokens in each
+    for ranks in (tok4.mergeable_ranks, odd_ranks):
+        table = TokenTable(ranks)
+        assert load or table._head.size == 16
+        toks = list(ranks)
+        pos = np.cumsum([0] + [len(t) for t in toks]).tolist()
+        data = b"".join(toks)
+        assert spans_of(table, data, pos[:-1], pos[1:]) == [ranks[t] for t in toks]
+        # each token and the next one's first byte, and each token but its first byte: mostly none
+        after = spans_of(table, data, pos[:-2], [p + 1 for p in pos[1:-1]])
+        assert after == [ranks.get(data[s:e + 1], INF) for s, e in zip(pos[:-2], pos[1:-1])]
+        short = spans_of(table, data, [p + 1 for p in pos[:-1]], pos[1:])
+        assert short == [ranks.get(t[1:], INF) for t in toks]
