@@ -24,7 +24,6 @@ from ..text import HASH_MUL, HEAD_MASK, WORD, span_words
 from .rank_merge import merge_parts
 
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
-_EMPTY = -1
 _LOW32 = (1 << 32) - 1
 NEXT = 1 << 40  # in a token's row: the next row is in the same bucket
 LOAD = 2  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
