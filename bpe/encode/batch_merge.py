@@ -26,7 +26,7 @@ from .rank_merge import merge_parts
 INF = (1 << 31) - 1  # "no such token": ranks must stay below it for the packed keys of a round
 _LOW32 = (1 << 32) - 1
 NEXT = 1 << 40  # in a token's row: the next row is in the same bucket
-LOAD = 2  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
+LOAD = 4  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
 _INF_KEY = INF << 32
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
