@@ -12,7 +12,8 @@ back part by part (PART_CHARS of text each), each part as the bytes of one flat 
 cheaper to move than lists of ints, through a pipe wide enough (PIPE_BYTES) that it seldom waits
 for the caller to read. Making lists of the ids costs the caller about what packing them costs
 the worker: the caller encodes its own share part by part too and, between its parts, turns the
-parts that have come back into lists, so that little of that is left once its share is done.
+parts that have come back into lists (references to shared int objects, not new ones), so that
+little of that is left once its share is done.
 Then it claims a worker's last parts, from the back, and encodes them itself, so that both finish
 together however unevenly hard the shares' texts are. A cost model keeps small batches
 in-process: a worker pays for its start and for sending its ids, so it is started only while the
@@ -38,6 +39,7 @@ START_CHARS = 1 << 17  # characters whose encoding takes about as long as starti
 RETURN_COST = 1 / 16  # the cost of sending a worker's ids back, as a share of encoding its characters
 PART_CHARS = 1 << 18  # characters of text whose ids a worker sends back in one message
 PIPE_BYTES = 1 << 20  # a worker's pipe of ids holds a few parts (Linux's default limit for a pipe)
+INTS_MAX = 1 << 22  # the largest vocabulary whose ids the caller reads off shared int objects (_lists)
 
 
 def free_cores() -> int:
@@ -281,10 +283,19 @@ def _pool_of(tok) -> _Pool:
     return pool
 
 
+_INTS = np.zeros(0, dtype=object)  # the ints 0, 1, ... as Python objects, for _lists to share
+
+
 def _lists(tok, counts: bytes, flat: bytes) -> list[list[int]]:
-    """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids."""
+    """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids.
+    The ids are read off an object array of the ints 0..vocab_size - 1 (a copy of a reference each),
+    not made one new int object each, up to INTS_MAX."""
+    global _INTS
     ends = np.cumsum(np.frombuffer(counts, dtype=np.int64)).tolist()
-    ids = np.frombuffer(flat, dtype=_id_dtype(tok)).tolist()
+    ids = np.frombuffer(flat, dtype=_id_dtype(tok))
+    if _INTS.size < tok.vocab_size <= INTS_MAX:
+        _INTS = np.arange(tok.vocab_size).astype(object)
+    ids = _INTS[ids].tolist() if tok.vocab_size <= _INTS.size else ids.tolist()
     return list(map(ids.__getitem__, map(slice, [0] + ends[:-1], ends)))
 
 
