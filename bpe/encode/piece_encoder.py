@@ -37,6 +37,7 @@ from .rank_merge import LONG_PIECE, byte_pair_encode, merge_small
 
 CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
+PROBE_BLOCK = 1 << 10  # characters of a long text's first block while the token table is undecided
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
 TABLE_COST = 32  # tokens whose share of building the token table costs about one piece merged in Python
 BATCH_TARGET = 1 << 14  # pending pieces that waiting blocks gather before they are merged together
@@ -200,16 +201,18 @@ class PieceEncoder:
                 del cache[piece]
 
     def _blocks(self, text: str):
-        """``text`` in blocks of about ENCODE_BLOCK characters cut at chunk boundaries."""
+        """``text`` in blocks of about ENCODE_BLOCK characters cut at chunk boundaries; the first
+        one PROBE_BLOCK while the token table is undecided, which its new pieces decide."""
         if len(text) <= ENCODE_BLOCK or self.cut is None:
             yield text
             return
         pos, n, search = 0, len(text), self.cut.search
+        size = PROBE_BLOCK if self._table is None else ENCODE_BLOCK
         while pos < n:
-            m = search(text, pos + ENCODE_BLOCK) if pos + ENCODE_BLOCK < n else None
+            m = search(text, pos + size) if pos + size < n else None
             end = m.start() if m else n
             yield text[pos:end]
-            pos = end
+            pos, size = end, ENCODE_BLOCK
 
     def _flush(self, wait: list, marks: list) -> None:
         """Merge the pending pieces together into their lists (which the cache keeps as their ids),
