@@ -33,13 +33,13 @@ import numpy as np
 
 from ..text import repair_surrogates
 from ..workers import default_workers
+from .int_objects import id_list
 from .special import check_disallowed, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
 RETURN_COST = 1 / 16  # the cost of sending a worker's ids back, as a share of encoding its characters
 PART_CHARS = 1 << 18  # characters of text whose ids a worker sends back in one message
 PIPE_BYTES = 1 << 20  # a worker's pipe of ids holds a few parts (Linux's default limit for a pipe)
-INTS_MAX = 1 << 22  # the largest vocabulary whose ids the caller reads off shared int objects (_lists)
 
 
 def free_cores() -> int:
@@ -283,19 +283,10 @@ def _pool_of(tok) -> _Pool:
     return pool
 
 
-_INTS = np.zeros(0, dtype=object)  # the ints 0, 1, ... as Python objects, for _lists to share
-
-
 def _lists(tok, counts: bytes, flat: bytes) -> list[list[int]]:
-    """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids.
-    The ids are read off an object array of the ints 0..vocab_size - 1 (a copy of a reference each),
-    not made one new int object each, up to INTS_MAX."""
-    global _INTS
+    """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids."""
     ends = np.cumsum(np.frombuffer(counts, dtype=np.int64)).tolist()
-    ids = np.frombuffer(flat, dtype=_id_dtype(tok))
-    if _INTS.size < tok.vocab_size <= INTS_MAX:
-        _INTS = np.arange(tok.vocab_size).astype(object)
-    ids = _INTS[ids].tolist() if tok.vocab_size <= _INTS.size else ids.tolist()
+    ids = id_list(np.frombuffer(flat, dtype=_id_dtype(tok)), tok.vocab_size)
     return list(map(ids.__getitem__, map(slice, [0] + ends[:-1], ends)))
 
 

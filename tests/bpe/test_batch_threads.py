@@ -37,19 +37,12 @@ def test_a_batch_on_several_workers_equals_one_by_one(tok4, corpus_texts, monkey
     assert tok4.encode_ordinary_batch(texts, num_threads=num_threads) == want
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_a_workers_ids_become_lists_of_shared_int_objects_up_to_a_vocabulary_size(tok4, monkeypatch, shared):
-    if not shared:
-        monkeypatch.setattr(parallel_encode, "INTS_MAX", 0)
-        monkeypatch.setattr(parallel_encode, "_INTS", np.zeros(0, dtype=object))
+def test_a_workers_ids_become_lists_per_text(tok4):
     want = [[tok4.vocab_size - 1, 300, 7], [], [258, 258]]
     counts = np.array([len(w) for w in want], dtype=np.int64).tobytes()
     flat = np.array([i for w in want for i in w], dtype=parallel_encode._id_dtype(tok4)).tobytes()
     got = parallel_encode._lists(tok4, counts, flat)
     assert got == want and all(type(i) is int for w in got for i in w)
-    # ids above the interpreter's small ints: one object each, shared by every list, or new ones
-    again = parallel_encode._lists(tok4, counts, flat)
-    assert (got[0][0] is again[0][0]) is shared and (got[2][0] is got[2][1]) is shared
 
 
 def test_a_disallowed_special_token_raises_from_a_worker(tok4, monkeypatch):
