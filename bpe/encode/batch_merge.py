@@ -190,12 +190,13 @@ def _relink(table: TokenTable, raw: bytes, words: np.ndarray, at, stop, end, key
     with its neighbours on both sides, in place."""
     nxt[at] = stop
     right = stop < end[at]
-    a_r, s_r = at[right], stop[right]
+    # np.compress, not a[mask]: several times faster on masks of no pattern
+    a_r, s_r = np.compress(right, at), np.compress(right, stop)
     prv[s_r] = a_r
     before = prv[at]
     left = before >= 0
-    b_l = before[left]
-    new = table.spans(raw, words, np.concatenate([a_r, b_l]), np.concatenate([nxt[s_r], stop[left]]))
+    b_l = np.compress(left, before)
+    new = table.spans(raw, words, np.concatenate([a_r, b_l]), np.concatenate([nxt[s_r], np.compress(left, stop)]))
     key[at] = _INF_KEY | at
     key[a_r] = new[: a_r.size] << 32 | a_r
     key[b_l] = new[a_r.size:] << 32 | b_l
