@@ -77,7 +77,7 @@ class TokenTable:
         # Each token of up to 16 bytes as its two words, read and masked as a span's are.
         size, rank = size[short], ids[short]
         hi = np.take(words, starts[short]) & _HI_MASK[size]  # take: fancy indexing is slower on the strided view
-        lo = np.take(words, starts[short] + WORD) & _LO_MASK[size]
+        lo = np.take(words[WORD:], starts[short]) & _LO_MASK[size]
         self.byte_id = np.zeros(256, dtype=np.int64)
         one = size == 1
         if one.sum() != 256:
@@ -95,7 +95,7 @@ class TokenTable:
         an empty bucket). Tokens whose keys collide share a bucket: a lookup compares whole rows."""
         n, bits = key.size, max(4, (LOAD * key.size).bit_length())
         self._shift = np.uint64(64 - bits)
-        home = ((key.view(np.uint64) * HASH_MUL) >> self._shift).view(np.int64)
+        home = self._home(key)
         order = _sorting(home, bits)
         home = home[order]
         rows = np.zeros((n + 1, 4), dtype=np.uint64)
@@ -114,7 +114,7 @@ class TokenTable:
         k = np.minimum(size, _SHORT)
         hi = np.take(words, start) & _HI_MASK[k]
         lo = np.take(words[WORD:], start) & _LO_MASK[k]
-        row = self._head[((_mix(hi, lo, k).view(np.uint64) * HASH_MUL) >> self._shift).view(np.int64)]
+        row = self._head[self._home(_mix(hi, lo, k))]
         out, hit, meta = self._match(row, hi, lo, size)
         more = np.flatnonzero(~hit & (meta >= NEXT))  # the spans to read the next row of their bucket for
         row = row[more]
@@ -126,6 +126,10 @@ class TokenTable:
         for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
             out[i] = self.ranks.get(data[start[i]:end[i]], INF)
         return out
+
+    def _home(self, key: np.ndarray) -> np.ndarray:
+        """The bucket of each key (int64): the top bits of ``key * HASH_MUL``."""
+        return ((key.view(np.uint64) * HASH_MUL) >> self._shift).view(np.int64)
 
     def _match(self, g: np.ndarray, hi, lo, size) -> tuple:
         """(rank where token row ``g`` spells the span of words ``hi``, ``lo`` and length ``size``,
