@@ -33,7 +33,7 @@ import numpy as np
 
 from ..text import repair_surrogates
 from ..workers import default_workers
-from .int_objects import id_list
+from .int_objects import id_lists
 from .special import check_disallowed, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
@@ -145,12 +145,9 @@ def _id_dtype(tok) -> type:
     return np.int32 if tok.vocab_size <= 1 << 31 else np.int64
 
 
-def _serve(link, theirs, tok) -> None:
-    """A worker's loop: encode each ("job", texts, allowed) that comes and send back, part by part
-    (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
-    both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
-    ("end",), or ("error", the exception) in place of the rest. Stop at None, or once
-    the process that started it is gone."""
+def _serve(link, theirs, tok, job) -> None:
+    """A worker's loop: do ``job``, then each job that comes (``_work``), until None comes, or
+    once the process that started it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's: it stops the workers
     for pool in list(_POOLS.values()):  # forked: the callers' ends of every pipe, this one's too
         for _, end in pool.workers:
@@ -159,38 +156,44 @@ def _serve(link, theirs, tok) -> None:
     gc.freeze()  # what it inherits stays out of its collections, whose scans would copy those pages
     parent = os.getppid()
     while True:
-        if not link.poll(1.0):
+        if job[0] == "job":  # else a claim that came after this worker's share was done
+            _work(link, tok, job)
+        while not link.poll(1.0):
             if os.getppid() != parent:
                 return
-            continue
         try:
             job = link.recv()
         except (EOFError, OSError):
             return
         if job is None:
             return
-        if job[0] != "job":
-            continue  # a claim that came after this worker's share was done
-        try:
-            _, texts, allowed = job
-            cuts = parts([len(t) for t in texts])
-            limit, i = len(cuts), 0
-            while True:
-                while link.poll():  # the caller claims parts from the back: ("mine", first of its parts)
-                    claim = link.recv()
-                    limit = min(limit, claim[1])
-                if i >= limit:
-                    break
-                a, b = cuts[i]
-                ids = _encode_prepared(tok, texts[a:b], allowed)
-                counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-                flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
-                link.send(("ok", i, counts.tobytes(), flat.tobytes()))
-                i += 1
-            reply = ("end",)
-        except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
-            reply = ("error", e)
-        link.send(reply)
+
+
+def _work(link, tok, job) -> None:
+    """Encode the texts of ``job``, ("job", texts, allowed), and send back, part by part
+    (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
+    both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
+    ("end",), or ("error", the exception) in place of the rest."""
+    try:
+        _, texts, allowed = job
+        cuts = parts([len(t) for t in texts])
+        limit, i = len(cuts), 0
+        while True:
+            while link.poll():  # the caller claims parts from the back: ("mine", first of its parts)
+                claim = link.recv()
+                limit = min(limit, claim[1])
+            if i >= limit:
+                break
+            a, b = cuts[i]
+            ids = _encode_prepared(tok, texts[a:b], allowed)
+            counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
+            link.send(("ok", i, counts.tobytes(), flat.tobytes()))
+            i += 1
+        reply = ("end",)
+    except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
+        reply = ("error", e)
+    link.send(reply)
 
 
 class _Link:
@@ -215,13 +218,15 @@ class _Link:
 
 
 def _links(ctx) -> tuple[_Link, _Link]:
-    """(the caller's side, the worker's side) of two new one-way pipes."""
+    """(the caller's side, the worker's side) of two new one-way pipes, each widened to PIPE_BYTES
+    where the platform allows: a job's texts go out in a few writes, not one per 64 KiB."""
     jobs_in, jobs_out = ctx.Pipe(duplex=False)
     ids_in, ids_out = ctx.Pipe(duplex=False)
     try:
         import fcntl
 
-        fcntl.fcntl(ids_out.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        for end in (jobs_out, ids_out):
+            fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     except (ImportError, AttributeError, OSError, ValueError):  # not Linux, or a lower limit here
         pass
     return _Link(ids_in, jobs_out), _Link(jobs_in, ids_out)
@@ -237,23 +242,27 @@ class _Pool:
         self.workers: list = []  # (process, the caller's end of its pipe)
         self.lock = threading.Lock()
 
-    def take(self, tok, n: int) -> list:
-        """``n`` running workers, started where there are fewer."""
+    def take(self, tok, jobs: list) -> list:
+        """A running worker for each of ``jobs`` (("job", texts, allowed)), given its job: one
+        started now gets it at its start (forked, it inherits the texts, unpickled)."""
         for p, end in [w for w in self.workers if not w[0].is_alive()]:  # ended (killed, say): replaced
             end.close()
             self.workers.remove((p, end))
         # Forked, a worker's arguments are inherited, not pickled; spawned, the tokenizer is pickled
         # without its caches (Tokenizer.__getstate__).
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-        if len(self.workers) < n:
+        running = min(len(self.workers), len(jobs))
+        for (_, end), job in zip(self.workers, jobs[:running]):
+            end.send(job)
+        if running < len(jobs):
             tok._ordinary.share_table()  # noqa: SLF001 - its piece encoder, for the workers to inherit
-        while len(self.workers) < n:
+        for job in jobs[running:]:
             mine, theirs = _links(ctx)
-            p = ctx.Process(target=_serve, args=(theirs, mine, tok), daemon=True)
+            p = ctx.Process(target=_serve, args=(theirs, mine, tok, job), daemon=True)
             p.start()
             theirs.close()
             self.workers.append((p, mine))
-        return self.workers[:n]
+        return self.workers[:len(jobs)]
 
     def close(self) -> None:
         if os.getpid() != self.pid:  # a forked copy: the workers are its parent's
@@ -286,8 +295,7 @@ def _pool_of(tok) -> _Pool:
 def _lists(tok, counts: bytes, flat: bytes) -> list[list[int]]:
     """A worker's part as lists: ``counts``, each text's number of ids (int64), ``flat`` all the ids."""
     ends = np.cumsum(np.frombuffer(counts, dtype=np.int64)).tolist()
-    ids = id_list(np.frombuffer(flat, dtype=_id_dtype(tok)), tok.vocab_size)
-    return list(map(ids.__getitem__, map(slice, [0] + ends[:-1], ends)))
+    return id_lists(np.frombuffer(flat, dtype=_id_dtype(tok)), ends, tok.vocab_size)
 
 
 class _Share:
@@ -356,9 +364,8 @@ def encode_batch(tok, texts: list[str], num_threads: int | None, allowed_special
     pool = _pool_of(tok)
     with pool.lock:
         try:
-            theirs = [_Share(w, share) for w, share in zip(pool.take(tok, len(shares) - 1), shares[1:])]
-            for share in theirs:
-                share.link.send(("job", share.texts, allowed))
+            jobs = [("job", share, allowed) for share in shares[1:]]
+            theirs = [_Share(w, share) for w, share in zip(pool.take(tok, jobs), shares[1:])]
             out: list[list[int]] = []
             own = shares[0]
             for a, b in parts([len(t) for t in own]):
