@@ -28,6 +28,10 @@ EMPTY64 = np.zeros(0, dtype=np.int64)
 RIGHT = 1 << SHIFT
 POS = 41
 POS_MASK = (1 << POS) - 1
+# A merge at fewer positions than this (and a pair looked for among fewer) runs in Python over
+# memoryviews of the arrays, which read and write single ints: an array pass costs microseconds
+# however few the positions, and a merge makes dozens.
+FEW = 48
 
 
 def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,6 +151,7 @@ class ArrayMerges:
         self.pairs: dict[int, int] = {}
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data, sizes)
+        self._views = tuple(map(memoryview, (self.tok, self.nxt, self.prv, self.chunk, self.counts)))
 
     def _index_bytes(self, data: np.ndarray, sizes: np.ndarray) -> None:
         """Count and index every pair of bytes: their 16-bit keys sum by bincount and sort by radix
@@ -185,6 +190,9 @@ class ArrayMerges:
             p = self.byte_pairs.pop(key, EMPTY)
         else:
             p = self._formed(a, b)
+        if p.size < FEW:
+            tok, nxt = self._views[:2]
+            return np.array([i for i in p.tolist() if tok[i] == a and tok[nxt[i]] == b], dtype=p.dtype)
         return p[(tok[p] == a) & (tok[nxt[p]] == b)]  # no next token (-1): the sentinel's -1
 
     def _formed(self, a: int, b: int) -> np.ndarray:
@@ -206,6 +214,8 @@ class ArrayMerges:
         and their counts, int64 arrays for the heap; ``pairs`` of the merged pair is left to the
         caller."""
         a, b = key >> SHIFT, key & MASK
+        if p.size < FEW:
+            return self._merge_few(a, b, c, p.tolist(), floor)
         tok, nxt, prv = self.tok, self.nxt, self.prv
         if a == b and p.size > 1:  # in a run a a a a of the pair (a, a) every second one, as str.replace
             chained = np.zeros(p.size, dtype=bool)  # a start is the next token of the one before
@@ -253,6 +263,59 @@ class ArrayMerges:
         pairs.update(zip(grown.tolist(), grown_n.tolist()))
         return grown, grown_n
 
+    def _merge_few(self, a: int, b: int, c: int, p: list[int], floor: int) -> tuple[np.ndarray, np.ndarray]:
+        """``merge`` one occurrence at a time, left to right, on the arrays' memoryviews: the same
+        links, index, counts and result. An occurrence whose a is gone was taken by the one before
+        (a run of a pair (a, a)); one that the next follows at once makes no (c, y), and the next
+        makes (c, c) and loses the (b, a) between the two."""
+        tok, nxt, prv, chunk, counts = self._views
+        gained: list[int] = []  # side << POS | start, as merge's
+        made: dict[int, int] = {}  # side -> weight
+        lost: dict[int, int] = {}  # pair -> weight lost
+        for i in p:
+            if tok[i] != a:
+                continue
+            q = nxt[i]
+            l, r = prv[i], nxt[q]
+            n = counts[chunk[i]]
+            x, y = tok[l], tok[r]
+            if x == c:  # right after an occurrence merged in this pass
+                k = b << SHIFT | a
+            elif x >= 0:
+                k = x << SHIFT | a
+            if x >= 0:
+                lost[k] = lost.get(k, 0) + n
+                gained.append(x << POS | l)
+                made[x] = made.get(x, 0) + n
+            if y >= 0 and not (y == a and tok[nxt[r]] == b):  # else the next occurrence starts at r
+                k = b << SHIFT | y
+                lost[k] = lost.get(k, 0) + n
+                gained.append((RIGHT | y) << POS | i)
+                made[RIGHT | y] = made.get(RIGHT | y, 0) + n
+            tok[i], tok[q] = c, -1
+            nxt[i] = r
+            prv[r] = i
+        if gained:
+            gained.sort()
+            sides = [g >> POS for g in gained]
+            first = [j for j in range(len(sides)) if j == 0 or sides[j] != sides[j - 1]]
+            self.made[c] = (np.array([sides[j] for j in first], dtype=np.int64), np.array(first, dtype=np.int64),
+                            np.array([g & POS_MASK for g in gained], dtype=self.nxt.dtype))
+        pairs = self.pairs
+        for k, n in lost.items():
+            old = pairs.get(k)
+            if old is not None:  # else counted below the floor and dropped
+                pairs[k] = old - n
+        grown, grown_n = [], []
+        for side in sorted(made):
+            n = made[side]
+            if n >= floor:
+                k = c << SHIFT | side & MASK if side >= RIGHT else side << SHIFT | c
+                pairs[k] = n
+                grown.append(k)
+                grown_n.append(n)
+        return np.array(grown, dtype=np.int64), np.array(grown_n, dtype=np.int64)
+
     def _index_made(self, c: int, gained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour
         token, with RIGHT for pairs (c, y); negative: none) by side, starts increasing within one;
@@ -285,7 +348,7 @@ class ArrayMerges:
         sep = int(tok.max(initial=255)) + 1
         text = np.full(tok.size + self.counts.size, sep, dtype=np.uint32)
         text[np.arange(tok.size) + np.cumsum(end) - end] = tok
-        self.tok = self.nxt = self.prv = self.chunk = None
+        self.tok = self.nxt = self.prv = self.chunk = self._views = None
         self.made, self.byte_pairs = {}, {}
         return text.tobytes().decode("utf-32-le", "surrogatepass").split(chr(sep))[:-1]
 

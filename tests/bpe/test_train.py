@@ -241,9 +241,16 @@ def test_array_index_lists_the_chunks_of_each_pair_once_in_order(chunks):
 @example(chunks={"abab": 3, "ba": 2, "cababab": 1}, n=4, minf=1)  # adjacent occurrences of a pair
 @example(chunks={"aaaaa": 2, "baaab": 1, "aa": 1}, n=4, minf=1)     # runs of a pair of one token
 def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
-    # array_min 0: every merge in early_merges; inf: the loop from the first; 3: a handover midway
-    runs = [train_merges(chunks, n, minf, array_min=m) for m in (0, math.inf, 3)]
-    assert runs[0] == runs[1] == runs[2]
+    import bpe.train.early_merges as early_merges
+
+    # array_min 0: every merge in early_merges (by arrays, few 0, or on their memoryviews, few
+    # large); inf: the loop from the first; 3: a handover midway
+    runs = []
+    for m, few in ((0, 0), (0, 10**9), (math.inf, 0), (3, 0), (3, 10**9)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(early_merges, "FEW", few)
+            runs.append(train_merges(chunks, n, minf, array_min=m))
+    assert all(run == runs[0] for run in runs)
     texts = [c for c, k in chunks.items() for _ in range(k)]
     assert runs[0] == naive_train(texts, n, r"(?s).+", minf)  # each text one chunk
 
@@ -275,6 +282,38 @@ def test_the_hand_over_table_lists_each_pair_and_chunk_once_in_order(pairs, wide
     keys, where = _distinct_pairs(left, right, chunks, 2**60 if wide else 7)
     want = sorted(set((a << SHIFT | b, c) for a, b, c in pairs))
     assert list(zip(keys.tolist(), where.tolist())) == want
+
+
+@given(chunks=st.dictionaries(st.text(alphabet="aab cé", min_size=2, max_size=14), st.integers(1, 4), max_size=25),
+       n=st.integers(1, 30), floor=st.integers(1, 3))
+@example(chunks={"abab": 3, "ba": 2, "cababab": 1}, n=4, floor=1)  # adjacent occurrences of a pair
+@example(chunks={"aaaaa": 2, "baaab": 1, "aa": 1}, n=4, floor=1)   # runs of a pair of one token
+def test_a_merge_at_few_positions_leaves_the_arrays_index_and_counts_of_an_array_merge(chunks, n, floor):
+    import bpe.train.early_merges as early_merges
+    from bpe.train.chunk_table import ChunkTable
+
+    table = ChunkTable.of(chunks)
+    table = table.keep(table.sizes >= 2)
+    arrays, views = (early_merges.ArrayMerges(table.data, table.sizes, table.counts) for _ in range(2))
+    for c in range(256, 256 + n):
+        if not any(arrays.pairs.values()):
+            break
+        key = min(arrays.pairs, key=lambda k: (-arrays.pairs[k], k))
+        got = []
+        for early, few in ((arrays, 0), (views, 10**9)):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(early_merges, "FEW", few)
+                at = early.starts(key)
+                grown, counts = early.merge(key, c, at, floor)
+            del early.pairs[key]
+            got.append((at.tolist(), at.dtype, sorted(zip(grown.tolist(), counts.tolist())), grown.dtype))
+        assert got[0] == got[1]
+        assert arrays.pairs == views.pairs
+        for name in ("tok", "nxt", "prv"):
+            assert np.array_equal(getattr(arrays, name), getattr(views, name)), name
+        assert arrays.made.keys() == views.made.keys()
+        for t, index in arrays.made.items():
+            assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(index, views.made[t]))
 
 
 @given(chunks=st.dictionaries(st.binary(min_size=2, max_size=8), st.integers(1, 1 << 40), min_size=1, max_size=12),
