@@ -155,17 +155,22 @@ class ArrayMerges:
 
     def _index_bytes(self, data: np.ndarray, sizes: np.ndarray) -> None:
         """Count and index every pair of bytes: their 16-bit keys sum by bincount and sort by radix
-        (no gather of the chunks' counts through the sorted order)."""
+        (no gather of the chunks' counts through the sorted order). Each temporary here is
+        page-faulted in fresh, so as few are made as the steps need."""
         inner = _within(sizes)  # a pair starts at every byte but a chunk's last
-        key16 = (data[:-1].astype(np.uint16) << 8 | data[1:])[inner]
+        key16 = data[:-1].astype(np.uint16)
+        key16 <<= 8
+        key16 |= data[1:]
+        key16 = key16[inner]
         if key16.size == 0:
             return
+        keys = key16.astype(np.intp)  # bincount's type: one conversion for both counts, not one each
         # float64 weights (bincount would cast int64 ones to a copy): the sums of int64 counts
         # are exact below 2**53 occurrences
-        weights = np.repeat(self.counts.astype(np.float64), sizes - 1)
-        totals = np.bincount(key16, weights=weights, minlength=1 << 16)
-        at = np.flatnonzero(inner).astype(self.nxt.dtype)[np.argsort(key16, kind="stable")]
-        ends = np.cumsum(np.bincount(key16, minlength=1 << 16)).tolist()
+        totals = np.bincount(keys, weights=np.repeat(self.counts.astype(np.float64), sizes - 1), minlength=1 << 16)
+        ends = np.cumsum(np.bincount(keys, minlength=1 << 16)).tolist()
+        del keys
+        at = np.arange(inner.size, dtype=self.nxt.dtype)[inner][np.argsort(key16, kind="stable")]
         for k in np.flatnonzero(totals).tolist():
             key = (k >> 8) << SHIFT | (k & 255)
             self.pairs[key] = int(totals[k])
