@@ -6,8 +6,9 @@ A merge of a frequent pair changes tens of thousands of chunks, and the Python l
 bytes and each pair made by a merge started. A merge is then a few array passes over the
 pair's positions, and Python runs once per distinct neighbour pair, not once per occurrence.
 
-Every array pass has a fixed cost of microseconds, so once the merges' pairs occur in few
-places the Python loop is faster: ``ArrayMerges.hand_over`` and ``chunks_of`` hand the state
+Every array pass has a fixed cost of microseconds, so a merge at few positions runs in Python
+over memoryviews of the same arrays (``FEW``), and once the merges' pairs occur in few places on
+average the Python loop is faster: ``ArrayMerges.hand_over`` and ``chunks_of`` hand the state
 over to it. The counts and merges are the loop's exactly (tested against it); see
 ``merge_learner`` for the rules (left-to-right merges without overlap, the tie order).
 """
