@@ -8,9 +8,9 @@ so that they inherit the tokenizer and its warm piece cache without pickling, an
 tokenizer's later batches (``_Pool``): a process forked per batch would copy every page that it
 or the caller writes afterwards, a large share of its time. The calling process encodes the
 first share itself while the others run; a worker gets its texts through a pipe (one started for
-the batch inherits them) and sends its ids back part by part (PART_CHARS of text each), each part as the bytes of one flat NumPy array,
-cheaper to move than lists of ints, through a pipe wide enough (PIPE_BYTES) that it seldom waits
-for the caller to read. Making lists of the ids costs the caller about what packing them costs
+the batch inherits them) and sends its ids back part by part (PART_CHARS of text each), each
+part as the bytes of one flat NumPy array, cheaper to move than lists of ints, through a pipe
+wide enough (PIPE_BYTES) that it seldom waits for the caller to read. Making lists of the ids costs the caller about what packing them costs
 the worker: the caller encodes its own share part by part too and, between its parts, turns the
 parts that have come back into lists (references to shared int objects, not new ones), so that
 little of that is left once its share is done.
