@@ -124,16 +124,21 @@ class ReLU(Function):
 
 
 def _gelu_tanh_forward(x, t, y) -> None:
-    """t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + t), into t and y (same shape)."""
+    """t = tanh(z), z = sqrt(2/pi) (x + 0.044715 x^3), and y = 0.5 x (1 + t), into t and y (same
+    shape). Through exp, as 1 + tanh(z) = 2 / (1 + e^(-2z)): NumPy's float32 exp runs in SIMD
+    where its tanh does not (about 3x faster on AVX2), and y = x / (1 + e^(-2z)) takes no
+    cancellation."""
     xp = xp_of(x)
     xp.multiply(x, x, out=t)
-    t *= GELU_TANH_CUBIC * GELU_TANH_SCALE          # the constant folded in: one pass fewer
-    t += GELU_TANH_SCALE
-    t *= x
-    xp.tanh(t, out=t)
-    xp.add(t, 1.0, out=y)
-    y *= x
-    y *= 0.5
+    t *= -2 * GELU_TANH_CUBIC * GELU_TANH_SCALE     # the constants folded in: passes fewer
+    t -= 2 * GELU_TANH_SCALE
+    t *= x                                          # -2z
+    with np.errstate(over="ignore"):                # e^(-2z) = inf: y = x / inf = -0, t = -1
+        xp.exp(t, out=t)
+    t += 1.0
+    xp.divide(x, t, out=y)
+    xp.divide(2.0, t, out=t)
+    t -= 1.0
 
 
 def _gelu_tanh_backward(g, x, t, d, h=None) -> None:
