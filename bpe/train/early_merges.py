@@ -277,7 +277,6 @@ class ArrayMerges:
         tok, nxt, prv, chunk, counts = self._views
         gained: list[int] = []  # side << POS | start, as merge's
         made: dict[int, int] = {}  # side -> weight
-        lost: dict[int, int] = {}  # pair -> weight lost
         for i in p:
             if tok[i] != a:
                 continue
@@ -285,22 +284,22 @@ class ArrayMerges:
             l, r = prv[i], nxt[q]
             n = counts[chunk[i]]
             x, y = tok[l], tok[r]
-            if x == c:  # right after an occurrence merged in this pass
-                k = b << SHIFT | a
-            elif x >= 0:
-                k = x << SHIFT | a
-            if x >= 0:
-                lost[k] = lost.get(k, 0) + n
+            if x >= 0:  # x == c: right after an occurrence merged in this pass
                 gained.append(x << POS | l)
                 made[x] = made.get(x, 0) + n
             if y >= 0 and not (y == a and tok[nxt[r]] == b):  # else the next occurrence starts at r
-                k = b << SHIFT | y
-                lost[k] = lost.get(k, 0) + n
-                gained.append((RIGHT | y) << POS | i)
-                made[RIGHT | y] = made.get(RIGHT | y, 0) + n
+                y |= RIGHT
+                gained.append(y << POS | i)
+                made[y] = made.get(y, 0) + n
             tok[i], tok[q] = c, -1
             nxt[i] = r
             prv[r] = i
+        # What each side made, it lost: (x, c) made is (x, a) lost, (c, y) is (b, y), and (c, c)
+        # is the (b, a) between two occurrences.
+        lost: dict[int, int] = {}
+        for side, n in made.items():
+            k = b << SHIFT | side & MASK if side >= RIGHT else (b << SHIFT | a if side == c else side << SHIFT | a)
+            lost[k] = lost.get(k, 0) + n
         if gained:
             gained.sort()
             sides = [g >> POS for g in gained]
