@@ -1,13 +1,13 @@
 """gelu_mlp: Linear -> GELU (tanh form) -> Linear in one op on the CPU, by blocks of rows.
 
 Shapes: x (..., C), w1 (C, H), b1 (H,), w2 (H, Cout), b2 (Cout,) -> y (..., Cout); N rows.
-    u = x @ w1 + b1,  t = tanh(sqrt(2/pi) (u + 0.044715 u^3)),  h = 0.5 u (1 + t),  y = h @ w2 + b2
+    u = x @ w1 + b1,  a = (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))) / 2,  h = u a,  y = h @ w2 + b2
 Backward, g = dL/dy:
-    dh = g @ w2^T,  du = dh * gelu'(u, t),  dx = du @ w1^T
+    dh = g @ w2^T,  du = dh * gelu'(u, a),  dx = du @ w1^T
     dw2 = h^T @ g,  db2 = sum g,  dw1 = x^T @ du,  db1 = sum du
 Forward and the dx pass run block by block of rows on autograd.parallel's pool, each block's
 product, GELU and second product while it is in cache, one hand-off for the three layers. Saved:
-u and t (N x H each) and a reference to x; h is rebuilt from them in backward (one pass, with
+u and a (N x H each) and a reference to x; h is rebuilt from them in backward (one pass, with
 GELU's derivative), which spares the N x H array the three separate ops keep for the second
 product's weight gradient.
 The weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer)
@@ -65,7 +65,7 @@ class GeluMLP(Function):
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
         rows_in = x2 if norm is None else norm.out          # the first product's input rows
         N, H = x2.shape[0], w1.shape[1]
-        u, t = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
+        u, a = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
         y = np.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
@@ -73,7 +73,7 @@ class GeluMLP(Function):
             if b1 is not None:
                 ub += b1
             hb = np.empty_like(ub)
-            _gelu_tanh_forward(ub, t[lo:hi], hb)
+            _gelu_tanh_forward(ub, a[lo:hi], hb)
             yb = np.matmul(hb, w2, out=y[lo:hi])
             if b2 is not None:
                 yb += b2
@@ -81,14 +81,14 @@ class GeluMLP(Function):
                 yb += x2[lo:hi]
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        self.rows_in, self.norm, self.w1, self.w2, self.u, self.t = rows_in, norm, w1, w2, u, t
+        self.rows_in, self.norm, self.w1, self.w2, self.u, self.a = rows_in, norm, w1, w2, u, a
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
     def backward(self, g):
         if self.device:
             return self._device_backward(g)
-        w1, w2, u, t = self.w1, self.w2, self.u, self.t
+        w1, w2, u, a = self.w1, self.w2, self.u, self.a
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
         h, du = np.empty_like(u), np.empty_like(u)
@@ -96,7 +96,7 @@ class GeluMLP(Function):
 
         def block(lo, hi):
             dh = np.matmul(g2[lo:hi], w2.T)                            # (rows, H)
-            _gelu_tanh_backward(dh, u[lo:hi], t[lo:hi], du[lo:hi], h[lo:hi])   # h rebuilt too
+            _gelu_tanh_backward(dh, u[lo:hi], a[lo:hi], du[lo:hi], h[lo:hi])   # h rebuilt too
             if dn is not None:
                 np.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
