@@ -1,8 +1,8 @@
 """GELU's tanh form, forward: ours (through exp) beside the same passes through NumPy's tanh.
 
 NumPy runs float32 exp in SIMD on AVX2 and AVX-512 machines, but float32 tanh in SIMD only with
-AVX-512; on an AVX2 machine tanh costs several times exp. Ours computes 1 + tanh(z) as
-2 / (1 + e^(-2z)) (autograd/ops/activation.py). Prints, per block shape (rows of an MLP's hidden
+AVX-512; on an AVX2 machine tanh costs several times exp. Ours computes (1 + tanh(z)) / 2 as
+1 / (1 + e^(-2z)) (autograd/ops/activation.py). Prints, per block shape (rows of an MLP's hidden
 activation, as the fused MLP cuts them), the medians of both, and the largest error of each
 against the float64 formula: |dy| in units of eps * |x| (y's scale), and in units of eps * |y|
 where |y| > 1e-3 |x|.
