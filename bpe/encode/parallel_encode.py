@@ -10,10 +10,10 @@ or the caller writes afterwards, a large share of its time. The calling process 
 first share itself while the others run; a worker gets its texts through a pipe (one started for
 the batch inherits them) and sends its ids back part by part (PART_CHARS of text each), each
 part as the bytes of one flat NumPy array, cheaper to move than lists of ints, through a pipe
-wide enough (PIPE_BYTES) that it seldom waits for the caller to read. Making lists of the ids costs the caller about what packing them costs
-the worker: the caller encodes its own share part by part too and, between its parts, turns the
-parts that have come back into lists (references to shared int objects, not new ones), so that
-little of that is left once its share is done.
+wide enough (PIPE_BYTES) that it seldom waits for the caller to read. Making lists of the ids
+costs the caller about what packing them costs the worker: the caller encodes its own share part
+by part too and, between its parts, turns the parts that have come back into lists (references
+to shared int objects, not new ones), so that little of that is left once its share is done.
 Then it claims a worker's last parts, from the back, and encodes them itself, so that both finish
 together however unevenly hard the shares' texts are. A cost model keeps small batches
 in-process: a worker pays for its start and for sending its ids, so it is started only while the

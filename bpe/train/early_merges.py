@@ -168,7 +168,9 @@ class ArrayMerges:
         keys = key16.astype(np.intp)  # bincount's type: one conversion for both counts, not one each
         # float64 weights (bincount would cast int64 ones to a copy): the sums of int64 counts
         # are exact below 2**53 occurrences
-        totals = np.bincount(keys, weights=np.repeat(self.counts.astype(np.float64), sizes - 1), minlength=1 << 16)
+        weights = np.repeat(self.counts.astype(np.float64), sizes - 1)
+        totals = np.bincount(keys, weights=weights, minlength=1 << 16)
+        del weights
         ends = np.cumsum(np.bincount(keys, minlength=1 << 16)).tolist()
         del keys
         at = np.arange(inner.size, dtype=self.nxt.dtype)[inner][np.argsort(key16, kind="stable")]
@@ -294,31 +296,32 @@ class ArrayMerges:
             tok[i], tok[q] = c, -1
             nxt[i] = r
             prv[r] = i
-        # What each side made, it lost: (x, c) made is (x, a) lost, (c, y) is (b, y), and (c, c)
-        # is the (b, a) between two occurrences.
-        lost: dict[int, int] = {}
-        for side, n in made.items():
-            k = b << SHIFT | side & MASK if side >= RIGHT else (b << SHIFT | a if side == c else side << SHIFT | a)
-            lost[k] = lost.get(k, 0) + n
         if gained:
             gained.sort()
             sides = [g >> POS for g in gained]
             first = [j for j in range(len(sides)) if j == 0 or sides[j] != sides[j - 1]]
-            self.made[c] = (np.array([sides[j] for j in first], dtype=np.int64), np.array(first, dtype=np.int64),
+            self.made[c] = (np.array([sides[j] for j in first], dtype=np.int64),
+                            np.array(first, dtype=np.int64),
                             np.array([g & POS_MASK for g in gained], dtype=self.nxt.dtype))
+        # Each side's pair, and what it lost, as _side_pairs and _lost read them off the arrays
+        lost: dict[int, int] = {}
+        grown, grown_n = [], []
+        for side in sorted(made):
+            n = made[side]
+            if side >= RIGHT:  # (c, y) made, (b, y) lost
+                k, gone = c << SHIFT | side & MASK, b << SHIFT | side & MASK
+            else:  # (x, c) made, (x, a) lost; (c, c): the (b, a) between two occurrences
+                k, gone = side << SHIFT | c, (b if side == c else side) << SHIFT | a
+            lost[gone] = lost.get(gone, 0) + n
+            if n >= floor:
+                grown.append(k)
+                grown_n.append(n)
         pairs = self.pairs
         for k, n in lost.items():
             old = pairs.get(k)
             if old is not None:  # else counted below the floor and dropped
                 pairs[k] = old - n
-        grown, grown_n = [], []
-        for side in sorted(made):
-            n = made[side]
-            if n >= floor:
-                k = c << SHIFT | side & MASK if side >= RIGHT else side << SHIFT | c
-                pairs[k] = n
-                grown.append(k)
-                grown_n.append(n)
+        pairs.update(zip(grown, grown_n))
         return np.array(grown, dtype=np.int64), np.array(grown_n, dtype=np.int64)
 
     def _index_made(self, c: int, gained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
