@@ -135,7 +135,7 @@ def _gelu_tanh_forward(x, a, y) -> None:
     with np.errstate(over="ignore"):                # e^(-2z) = inf: a = 0, y = -0
         xp.exp(a, out=a)
     a += 1.0
-    xp.reciprocal(a, out=a)
+    xp.divide(1.0, a, out=a)                        # reciprocal's bits; NumPy's divide has SIMD loops
     xp.multiply(x, a, out=y)
 
 
