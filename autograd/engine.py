@@ -83,6 +83,7 @@ def _walk(order: list, pending: dict, leaf_grads: dict, retain_graph: bool) -> N
             kept = node.retained()
             if kept is not None:
                 kept.grad = g.copy() if kept.grad is None else kept.grad + g
+        node.last_backward = not retain_graph
         grads = node.backward(g)
         if len(grads) != len(node.parents):
             raise RuntimeError(

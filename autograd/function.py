@@ -39,6 +39,9 @@ class Function:
     hooks: list | None = None      # gradient hooks registered on the output tensor
     retained: Any = None           # weakref to the output tensor when retain_grad() was called
     freed: bool = False
+    # Set by the engine when no later backward reads this node's saved arrays (no retain_graph):
+    # its backward may then write its gradient over them instead of into a new array.
+    last_backward: bool = False
 
     def forward(self, *arrays, **options):
         raise NotImplementedError

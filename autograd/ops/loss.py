@@ -5,7 +5,7 @@ For logits x (N, V) and integer targets t (N,):
     dloss_n/dx_n = softmax(x_n) - onehot(t_n)           (0 where ignored)
 On the CPU's pool the forward keeps exp(x_n - max x_n) (N, V) and the reciprocal row sums
 instead of the logits, so the backward scales it into the gradient with one multiply and no
-second exp. Elsewhere the forward saves the logits and the row-wise logsumexp (N,), and the
+second exp, in place unless the graph is kept for another backward. Elsewhere the forward saves the logits and the row-wise logsumexp (N,), and the
 backward rebuilds the softmax in the buffer that becomes the gradient. Either way 1 is
 subtracted at the target positions: no one-hot and no second (N, V) array is ever saved.
 The logsumexp, the losses and their sum are float32 for float16 logits (backend.acc_dtype, as
@@ -156,7 +156,7 @@ class CrossEntropy(Function):
         """e * (r * scale) - onehot(t) * scale, i.e. (softmax(x) - onehot(t)) * scale, as blocks of
         rows on the pool."""
         e, r, t = self.e, self.r, self.safe_t
-        gx = np.empty_like(e)
+        gx = e if self.last_backward else np.empty_like(e)   # an (N, V) array fewer at the peak
 
         def block(lo, hi):
             sb = scale[lo:hi]

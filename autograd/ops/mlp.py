@@ -81,7 +81,8 @@ class GeluMLP(Function):
                 yb += x2[lo:hi]
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        self.rows_in, self.norm, self.w1, self.w2, self.u, self.a = rows_in, norm, w1, w2, u, a
+        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.w1, self.w2, self.u, self.a = w1, w2, u, a
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
@@ -92,7 +93,7 @@ class GeluMLP(Function):
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
         h, du = np.empty_like(u), np.empty_like(u)
-        dn = np.empty(self.rows_in.shape, dtype=u.dtype) if prenorm.needs_dn(self) else None
+        dn = np.empty((N, w1.shape[0]), dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):
             dh = np.matmul(g2[lo:hi], w2.T)                            # (rows, H)
@@ -101,7 +102,7 @@ class GeluMLP(Function):
                 np.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
         parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        products = (("w1", "b1", self.rows_in, du), ("w2", "b2", h, g2))
+        products = (("w1", "b1", prenorm.input_rows(self), du), ("w2", "b2", h, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
 
 
@@ -121,7 +122,8 @@ class GeluMLP(Function):
             y += b2
         if residual:
             y += x2
-        self.rows_in, self.norm, self.w1, self.w2, self.u = rows_in, norm, w1, w2, u
+        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.w1, self.w2, self.u = w1, w2, u
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
@@ -132,7 +134,7 @@ class GeluMLP(Function):
         (du,) = _gelu_kernels.gelu_backward(self.gelu, xp.matmul(g2, self.w2.T), **_GELU)
         h = _gelu_kernels.gelu_forward(types.SimpleNamespace(), self.u, **_GELU)
         dn = xp.matmul(du, self.w1.T) if prenorm.needs_dn(self) else None
-        products = (("w1", "b1", self.rows_in, du), ("w2", "b2", h, g2))
+        products = (("w1", "b1", prenorm.input_rows(self), du), ("w2", "b2", h, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
 
 

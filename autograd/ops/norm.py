@@ -49,7 +49,7 @@ def _row_sum(a, C: int):
     return a.reshape(-1, C).sum(axis=0, dtype=acc_dtype(a.dtype)).astype(a.dtype, copy=False)
 
 
-def _affine(xhat, w, b):
+def affine(xhat, w, b):
     """xhat * w + b with w, b optional; a new array unless both are absent."""
     if w is None and b is None:
         return xhat
@@ -210,7 +210,7 @@ def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
     xp.divide(inv_c ** -0.5, rstd, out=rstd)
     xc *= rstd                                               # xhat, in place
     xhat = xc.astype(x.dtype, copy=False)
-    return _affine(xhat, w, b), xhat, rstd
+    return affine(xhat, w, b), xhat, rstd
 
 
 def rms_norm_array(x, w=None, eps: float = RMS_NORM_EPS):
@@ -226,7 +226,7 @@ def rms_norm_array(x, w=None, eps: float = RMS_NORM_EPS):
     rstd = xp.sqrt(ms, out=ms)
     xp.reciprocal(rstd, out=rstd)
     xhat = (x * rstd).astype(x.dtype, copy=False)
-    return _affine(xhat, w, None), xhat, rstd
+    return affine(xhat, w, None), xhat, rstd
 
 
 @kernel_op(kernels.norm_forward, kernels.norm_backward, centered=True)

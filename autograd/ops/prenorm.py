@@ -3,7 +3,7 @@ out = x + f(norm(x)) in one op, so that a pre-norm block is two graph nodes inst
 
 Shapes: x rows x2 (N, C); the norm is a LayerNorm (centered: mean removed, gain and shift) or
 an RMSNorm (gain) over C, with the row kernels of autograd/ops/norm.py:
-    n = norm(x) = xhat * w + b                  xhat (N, C), rstd (N, 1) and n saved, x not
+    n = norm(x) = xhat * w + b                  xhat (N, C), rstd (N, 1) saved, x not
 Backward, with dn = dL/dn from the sublayer and g = dL/dout:
     dx = norm_backward(dn) + g,   dw = sum over rows of dn * xhat,   db = sum over rows of dn
 The norm runs over all rows on the calling thread (on the pool only when large, as the norm op
@@ -14,6 +14,12 @@ weight-gradient products were deferred, which the workers take meanwhile (they r
 GIL). The same numbers as the norm op, the sublayer and an add composed: the norm's forward
 and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/
 test_prenorm.py).
+
+On the host n is not kept from the forward to the backward: the backward's weight gradient of
+the first product rebuilds it from xhat, which the norm's backward keeps anyway, by the
+forward's own passes (the same bits). That is an (N, C) array fewer per sublayer held through
+the whole step, for two passes over it in the backward (kept where it is smaller than
+autograd.parallel.MIN_PARALLEL values).
 
 On an array that takes the fused kernels (a CuPy array; autograd.cuda.use), the sublayers run
 their GPU form: the same formulas with cuBLAS products (the array's matmul) and the kernels of
@@ -29,8 +35,9 @@ import types
 
 import numpy as np
 
+from autograd import parallel
 from autograd.ops.matmul import weight_grads
-from autograd.ops.norm import backward_rows, layer_norm_array, rms_norm_array
+from autograd.ops.norm import affine, backward_rows, layer_norm_array, rms_norm_array
 
 
 def named_inputs(norm, **params) -> tuple:
@@ -59,11 +66,23 @@ class RowNorm:
 
     def __init__(self, x2, names: tuple, params: tuple, centered: bool, eps: float):
         p = dict(zip(names, params))
-        self.w, self.centered = p.get("norm_w"), centered
+        self.w, self.b, self.centered = p.get("norm_w"), p.get("norm_b"), centered
         if centered:
-            self.out, self.xhat, self.rstd = layer_norm_array(x2, self.w, p.get("norm_b"), eps)
+            self.out, self.xhat, self.rstd = layer_norm_array(x2, self.w, self.b, eps)
         else:
             self.out, self.xhat, self.rstd = rms_norm_array(x2, self.w, eps)
+
+    def drop_rows(self) -> None:
+        """Forget `out` once the sublayer's forward has read it (`rows` rebuilds it), unless it is
+        small: rebuilding rows below the pool's size costs more in calls than they hold."""
+        if self.out.size >= parallel.MIN_PARALLEL:
+            self.out = None
+
+    def rows(self):
+        """`out`, rebuilt after drop_rows as the forward made it: xhat * w, then + b."""
+        if self.out is None:
+            self.out = affine(self.xhat, self.w, self.b)
+        return self.out
 
     def backward(self, dn, need_dx: bool, need_w: bool, need_b: bool) -> tuple:
         """(dL/dx (N, C), dw (C,), db (C,)) from dn = dL/dout, None where not needed."""
@@ -87,6 +106,12 @@ class DeviceNorm:
         self.out = kernels.norm_forward(self.saved, x2, *(a for a in (w, b) if a is not None), eps=eps,
                                         has_w=w is not None, has_b=b is not None, centered=centered)
 
+    def drop_rows(self) -> None:
+        """Kept on the GPU: its kernels save no xhat to rebuild `out` from."""
+
+    def rows(self):
+        return self.out
+
     def backward(self, dn, need_dx: bool, need_w: bool, need_b: bool) -> tuple:
         """(dL/dx (N, C), dw (C,), db (C,)) from dn = dL/dout, None where not needed."""
         from autograd.cuda import norm as kernels
@@ -106,6 +131,22 @@ def row_norm(x2, names: tuple, params: tuple, centered, eps: float, device: bool
     if centered is None:
         return None
     return (DeviceNorm if device else RowNorm)(x2, names, params, centered, eps)
+
+
+def kept_rows(x2, norm):
+    """What a fused sublayer keeps of its first product's input rows once its forward has run:
+    x2 (its input's rows) without a norm, else None and the norm drops its output (see the
+    module docstring); `input_rows` gives them back in the backward."""
+    if norm is None:
+        return x2
+    norm.drop_rows()
+    return None
+
+
+def input_rows(node):
+    """The first product's input rows of a fused sublayer `node` (attributes rows_in, norm), for
+    its weight gradient: x's rows, or the norm's output, rebuilt on the host."""
+    return node.rows_in if node.norm is None else node.norm.rows()
 
 
 def on_device(x, *params) -> bool:

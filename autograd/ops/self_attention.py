@@ -104,7 +104,8 @@ class CausalSelfAttention(Function):
 
         per_entry = _ca.scores_per_entry(T, H)
         parallel.for_chunks(group, B, per_entry, step=entries_per_task(per_entry))
-        self.rows_in, self.norm, self.w_qkv, self.w_out, self.qkv, self.y = rows_in, norm, w_qkv, w_out, qkv, y
+        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.w_qkv, self.w_out, self.qkv, self.y = w_qkv, w_out, qkv, y
         self.probs, self.shape, self.H, self.scale = probs, (B, T, C), H, scale
         self.names, self.residual = names, residual
         return out.reshape(B, T, C)
@@ -132,7 +133,7 @@ class CausalSelfAttention(Function):
                 np.matmul(dqkv[rows], w_qkv.T, out=dn[rows])
 
         parallel.for_chunks(group, B, H * T * T, step=entries_per_task(H * T * T))
-        products = (("w_qkv", "b_qkv", self.rows_in, dqkv), ("w_out", "b_out", y, g2))
+        products = (("w_qkv", "b_qkv", prenorm.input_rows(self), dqkv), ("w_out", "b_out", y, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, (B, T, C))
 
 
@@ -159,7 +160,8 @@ class CausalSelfAttention(Function):
             out += b_out
         if residual:
             out += x2
-        self.rows_in, self.norm, self.w_qkv, self.w_out, self.y = rows_in, norm, w_qkv, w_out, y
+        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.w_qkv, self.w_out, self.y = w_qkv, w_out, y
         self.shape, self.H, self.names, self.residual = (B, T, C), n_head, names, residual
         return out.reshape(B, T, C)
 
@@ -176,7 +178,7 @@ class CausalSelfAttention(Function):
         if self.rope is not None:
             rotate_into(_rotated(dqkv, B, H), self.rope, inverse=True)
         dn = xp.matmul(dqkv, self.w_qkv.T) if prenorm.needs_dn(self) else None
-        products = (("w_qkv", "b_qkv", self.rows_in, dqkv), ("w_out", "b_out", self.y, g2))
+        products = (("w_qkv", "b_qkv", prenorm.input_rows(self), dqkv), ("w_out", "b_out", self.y, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, (B, T, C))
 
 

@@ -88,7 +88,8 @@ class SwiGLUMLP(Function):
                           x2[lo:hi] if residual else None)
 
         self._run(block, N, H)
-        self.rows_in, self.norm, self.w1, self.w2, self.u, self.s = rows_in, norm, w1, w2, u, s
+        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.w1, self.w2, self.u, self.s = w1, w2, u, s
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
 
@@ -98,7 +99,7 @@ class SwiGLUMLP(Function):
         g2 = xp.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = s.shape
         h, du = xp.empty_like(s), xp.empty_like(u)
-        dn = xp.empty(self.rows_in.shape, dtype=u.dtype) if prenorm.needs_dn(self) else None
+        dn = xp.empty((N, w1.shape[0]), dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):
             _backward_rows(xp.matmul(g2[lo:hi], w2.T), u[lo:hi], s[lo:hi], du[lo:hi], h[lo:hi])
@@ -106,7 +107,7 @@ class SwiGLUMLP(Function):
                 xp.matmul(du[lo:hi], w1.T, out=dn[lo:hi])
 
         self._run(block, N, H)
-        products = (("w1", "b1", self.rows_in, du), ("w2", "b2", h, g2))
+        products = (("w1", "b1", prenorm.input_rows(self), du), ("w2", "b2", h, g2))
         return prenorm.sublayer_grads(self, products, dn, g2, self.x_shape)
 
     def _run(self, block, N: int, H: int) -> None:

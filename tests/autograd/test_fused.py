@@ -179,6 +179,21 @@ def test_cross_entropy_keeps_its_exponentials_only_for_a_backward():
     assert node.e is None
 
 
+def test_cross_entropy_writes_its_last_backward_over_its_saved_exp():
+    """Without retain_graph the gradient is the kept exp(x - max) buffer itself (an (N, V) array
+    fewer at the peak of a step); with it, a new array, and the buffer stays for the next pass."""
+    x = Tensor(RNG.standard_normal((6, 7)).astype(np.float32), requires_grad=True)
+    t = RNG.integers(0, 7, 6)
+    loss = ops.cross_entropy(x, t)
+    kept = loss._node.e
+    loss.backward(retain_graph=True)
+    assert x.grad is not kept and loss._node.e is kept
+    first, x.grad = x.grad.copy(), None
+    loss.backward()
+    assert x.grad is kept
+    np.testing.assert_array_equal(x.grad, first)
+
+
 def test_cross_entropy_gradient_of_huge_logits_is_the_softmax():
     x = np.array([[1000.0, 1001.0, 1002.0], [-1e4, 0.0, 1e4], [3e4, 3e4, -3e4]], dtype=np.float32)
     t = np.array([2, 0, 1])

@@ -89,10 +89,15 @@ def test_prenorm_sublayer_equals_the_composed_one_over_shapes(B, T, C, kind, nor
                 grad_inputs=[i for i in range(7) if norm_bias or i != 2])
 
 
+@pytest.mark.parametrize("pool", [False, True])
 @pytest.mark.parametrize("kind", ["mlp", "attention"])
-def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind):
+def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, pool, monkeypatch):
     """The norm's forward and backward are the norm op's own, the sublayer's the plain fused
-    op's, the skip the add's: float32, every output and gradient the same bits."""
+    op's, the skip the add's: float32, every output and gradient the same bits (with `pool` the
+    norm runs in row blocks, whose output the backward rebuilds by other calls)."""
+    if pool:
+        monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
+        monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
     plain = mlp_op.gelu_mlp if kind == "mlp" else (lambda x, *p: sa.causal_self_attention(x, *p, H))
 
     def separate(x, nw, nb, w1, b1, w2, b2):
@@ -134,6 +139,30 @@ def test_prenorm_sublayer_on_the_pool_gives_one_threads_bits(kind, monkeypatch):
     arrays = [a.astype(np.float32) for a in _arrays(kind, 5, 40, 8)]
     seed = RNG.standard_normal((5, 40, 8)).astype(np.float32)
     assert_same_bits_on_one_thread_and_two(_fused(kind, True), arrays, seed)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "attention"])
+@pytest.mark.parametrize("centered", [True, False])
+def test_prenorm_sublayer_keeps_no_norm_output_between_forward_and_backward(kind, centered, monkeypatch):
+    """The norm's output (N, C) is dropped after the forward (here: it is large, from 16 values on)
+    and rebuilt from xhat for the first product's weight gradient: the same gradients, and the
+    same again from a retained graph."""
+    monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
+    ts = [Tensor(a.astype(np.float32), requires_grad=True) for a in _arrays(kind, 2, 33, 8)]
+    if not centered:
+        ts[2] = Tensor(ts[2].data)                           # an RMSNorm has no shift
+    seed = RNG.standard_normal((2, 33, 8)).astype(np.float32)
+    out = _fused(kind, centered)(*ts)
+    node = out._node
+    assert node.rows_in is None and node.norm.out is None
+    assert node.norm.xhat.shape == (66, 8)
+    out.backward(seed, retain_graph=True)
+    first = [t.grad.copy() for t in ts if t.requires_grad]
+    for t in ts:
+        t.grad = None
+    out.backward(seed)                                       # the rows rebuilt in the first are kept
+    for a, t in zip(first, [t for t in ts if t.requires_grad]):
+        np.testing.assert_array_equal(t.grad, a)
 
 
 def test_residual_needs_as_many_outputs_as_inputs_and_an_rms_norm_no_shift():
