@@ -125,8 +125,9 @@ class ReLU(Function):
 
 def _gelu_tanh_forward(x, a, y) -> None:
     """a = (1 + tanh(z)) / 2 = 1 / (1 + e^(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3), and GELU's
-    y = x a, into a and y (same shape). Through exp: NumPy's float32 exp runs in SIMD where its
-    tanh does not (about 3x faster on AVX2), and a takes no cancellation where 1 + tanh(z) would."""
+    y = x a, into a and y (same shape). Through exp: without AVX-512 NumPy's float32 exp runs in
+    SIMD where its tanh does not (with it both do: docs/benchmarks.md, bench_gelu.py), and a takes
+    no cancellation where 1 + tanh(z) would."""
     xp = xp_of(x)
     xp.multiply(x, x, out=a)
     a *= -2 * GELU_TANH_CUBIC * GELU_TANH_SCALE     # the constants folded in: passes fewer
