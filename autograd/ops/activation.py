@@ -145,19 +145,20 @@ def _gelu_tanh_backward(g, x, a, d, h=None) -> None:
     shape) GELU's output x a into h too (the fused MLP's weight gradient needs it). With t =
     tanh(z) = 2a - 1 and z' = sqrt(2/pi) (1 + 3 * 0.044715 x^2), the derivative of tanh's argument,
         dgelu/dx = a + 0.5 x (1 - t^2) z' = a (1 + 2 x z' (1 - a)),   as 0.5 (1 - t^2) = 2a (1 - a):
-    9 passes (10 with h), one scratch array."""
+    9 passes (10 with h), two scratch arrays. d may be a and h may be x: each is written after
+    its last read (a backward that owns them needs no new array)."""
     xp = xp_of(x)
-    xp.multiply(x, x, out=d)
-    d *= 6 * GELU_TANH_CUBIC * GELU_TANH_SCALE
-    d += 2 * GELU_TANH_SCALE                        # 2 z'
-    d *= x
-    s = xp.multiply(a, d, out=xp.empty_like(a))     # a block's scratch (all of a off the pool)
-    d -= s                                          # 2 x z' (1 - a)
-    d += 1.0
-    d *= a
+    t = xp.multiply(x, x, out=xp.empty_like(a))     # a block's scratch (all of a off the pool)
+    t *= 6 * GELU_TANH_CUBIC * GELU_TANH_SCALE
+    t += 2 * GELU_TANH_SCALE                        # 2 z'
+    t *= x
+    s = xp.multiply(a, t, out=xp.empty_like(a))
+    t -= s                                          # 2 x z' (1 - a)
+    t += 1.0
+    t *= a
     if h is not None:
         xp.multiply(a, x, out=h)
-    d *= g
+    xp.multiply(t, g, out=d)
 
 
 def gelu_tanh_array(x):
@@ -187,7 +188,7 @@ class GELUTanh(Function):
 
     def backward(self, g):
         xp = xp_of(g)
-        d = xp.empty_like(self.x)
+        d = self.a if self.last_backward else xp.empty_like(self.x)   # a is this op's own
         if g.shape != d.shape or g.dtype != d.dtype:
             g = xp.broadcast_to(g, d.shape).astype(d.dtype)
         parallel.map_rows(_gelu_tanh_backward, g, self.x, self.a, d)

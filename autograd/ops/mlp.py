@@ -9,7 +9,8 @@ Forward and the dx pass run block by block of rows on autograd.parallel's pool, 
 product, GELU and second product while it is in cache, one hand-off for the three layers. Saved:
 u and a (N x H each) and a reference to x; h is rebuilt from them in backward (one pass, with
 GELU's derivative), which spares the N x H array the three separate ops keep for the second
-product's weight gradient.
+product's weight gradient. The last backward over them (no retain_graph) writes h over u and
+dL/du over a: no N x H array is made in backward.
 The weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer)
 as the Linear op's are. Rows per block depend on the shapes only, so the result does not depend
 on the thread count. Equal to the three ops composed up to rounding (tests/autograd/test_mlp.py).
@@ -92,7 +93,8 @@ class GeluMLP(Function):
         w1, w2, u, a = self.w1, self.w2, self.u, self.a
         g2 = np.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = u.shape
-        h, du = np.empty_like(u), np.empty_like(u)
+        # the last backward over u and a writes h over u and du over a (both this op's own)
+        h, du = (u, a) if self.last_backward else (np.empty_like(u), np.empty_like(u))
         dn = np.empty((N, w1.shape[0]), dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):

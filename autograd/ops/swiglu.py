@@ -10,7 +10,8 @@ On the CPU, forward and the dx pass run block by block of rows on autograd.paral
 the GELU MLP's do (autograd/ops/mlp.py, whose block sizes this op shares): each block's product,
 gate and second product while it is in cache, one hand-off for the three layers. Saved: u
 (N x 2H) and s (N x H) and a reference to x; h is rebuilt in backward in the same pass as the
-gate's derivative. The sigmoid is 1 / (1 + exp(-a)): exp overflows to inf for a very negative a,
+gate's derivative, and the last backward over them (no retain_graph) writes du over u and h
+over s. The sigmoid is 1 / (1 + exp(-a)): exp overflows to inf for a very negative a,
 which gives the exact limit 0, so it needs neither the stable form's branch nor its extra passes.
 Weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer).
 Equal to the composed ops (Linear, chunk, silu, multiply, Linear) up to rounding
@@ -55,19 +56,19 @@ def _forward_rows(rows, w1, b1, w2, b2, u, s, y, skip) -> None:
 
 def _backward_rows(dh, u, s, du, h) -> None:
     """One block's gate backward: du (n, 2H) = [da | db] from dh (n, H) = dL/dh, and the forward's
-    h (n, H) rebuilt into h; eight passes, no scratch (dh's is the caller's)."""
+    h (n, H) rebuilt into h; eight passes, two scratch arrays. du may be u and h may be s: each
+    is written after its last read (a backward that owns them needs no new array)."""
     xp = xp_of(dh)
     H = s.shape[1]
     a, b = u[:, :H], u[:, H:]
-    da, db = du[:, :H], du[:, H:]
-    xp.multiply(a, s, out=da)          # a s
-    xp.multiply(da, b, out=h)          # h
-    xp.multiply(dh, da, out=db)        # dL/db = dh a s
-    xp.subtract(a, da, out=da)         # a (1 - s)
-    da += 1.0
-    da *= s
-    da *= b
-    da *= dh                           # dL/da = dh b s (1 + a (1 - s))
+    as_ = xp.multiply(a, s, out=xp.empty_like(s))     # a s
+    t = xp.subtract(a, as_, out=xp.empty_like(s))      # a (1 - s)
+    t += 1.0
+    t *= s
+    xp.multiply(as_, b, out=h)                         # h
+    t *= b
+    xp.multiply(dh, as_, out=du[:, H:])                # dL/db = dh a s
+    xp.multiply(t, dh, out=du[:, :H])                  # dL/da = dh b s (1 + a (1 - s))
 
 
 class SwiGLUMLP(Function):
@@ -98,7 +99,8 @@ class SwiGLUMLP(Function):
         w1, w2, u, s = self.w1, self.w2, self.u, self.s
         g2 = xp.ascontiguousarray(g.reshape(-1, g.shape[-1]), dtype=u.dtype)    # (N, Cout)
         N, H = s.shape
-        h, du = xp.empty_like(s), xp.empty_like(u)
+        # the last backward over u and s writes du over u and h over s (both this op's own)
+        h, du = (s, u) if self.last_backward else (xp.empty_like(s), xp.empty_like(u))
         dn = xp.empty((N, w1.shape[0]), dtype=u.dtype) if prenorm.needs_dn(self) else None
 
         def block(lo, hi):

@@ -72,3 +72,41 @@ def test_nn_mlp_fuses_gelu_only_and_gives_the_layers_result():
     hooked = nn.MLP(8, 16)
     hooked.act.register_forward_hook(lambda m, a, out: out * 2)
     assert not isinstance(hooked(x)._node, mlp_op.GeluMLP)
+
+
+def _last_backward_check(fn, arrays, saved: tuple, seed):
+    """Run fn's op, then a backward with retain_graph and a last one: the saved arrays are left
+    alone by the first and the gradients of both are the same bits. Returns the node's arrays
+    `saved` as they were after the forward, and the same buffers after the last backward."""
+    ts = [Tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*ts)
+    node = out._node
+    before = [getattr(node, n).copy() for n in saved]
+    buffers = [getattr(node, n) for n in saved]
+    out.backward(seed, retain_graph=True)
+    for b, n in zip(before, saved):
+        np.testing.assert_array_equal(getattr(node, n), b, err_msg=f"{n} changed by a retained backward")
+    first = [t.grad.copy() for t in ts]
+    for t in ts:
+        t.grad = None
+    out.backward(seed)
+    for i, (t, g) in enumerate(zip(ts, first)):
+        np.testing.assert_array_equal(t.grad, g, err_msg=f"gradient of input {i}")
+    return before, buffers
+
+
+def test_fused_mlps_last_backward_writes_h_over_u_and_its_gradient_over_a():
+    arrays = [a.astype(np.float32) for a in _arrays((3, 4), 5, 6, 5)]
+    seed = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    (u, a), (u_buf, a_buf) = _last_backward_check(mlp_op.gelu_mlp, arrays, ("u", "a"), seed)
+    np.testing.assert_array_equal(u_buf, a * u)                  # GELU's output, as the forward made it
+    assert not np.array_equal(a_buf, a)
+
+
+def test_gelu_ops_last_backward_writes_its_gradient_over_its_a():
+    x = RNG.standard_normal((40, 7)).astype(np.float32)
+    seed = RNG.standard_normal((40, 7)).astype(np.float32)
+    _, (a_buf,) = _last_backward_check(lambda t: ops.gelu(t, approximate="tanh"), [x], ("a",), seed)
+    ts = Tensor(x, requires_grad=True)
+    ops.gelu(ts, approximate="tanh").backward(seed)
+    np.testing.assert_array_equal(a_buf, ts.grad)

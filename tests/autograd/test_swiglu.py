@@ -149,3 +149,14 @@ def test_gpu_form_on_the_emulated_kernels_equals_the_composed_ops(emu_dir, norm)
     for i, (a, b) in enumerate(zip(grads, ref_grads)):
         if b is not None:
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11, err_msg=f"gradient of input {i}")
+
+
+def test_fused_swiglus_last_backward_writes_its_gradient_over_u_and_h_over_s():
+    from tests.autograd.test_mlp import _last_backward_check
+
+    arrays = [a.astype(np.float32) for a in _arrays((3, 4), 5, 6, 5)]
+    seed = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    (u, s), (u_buf, s_buf) = _last_backward_check(swiglu_op.swiglu_mlp, arrays, ("u", "s"), seed)
+    a, b = u[..., :6], u[..., 6:]
+    np.testing.assert_array_equal(s_buf, (a * s) * b)              # h, as the forward made it
+    assert not np.array_equal(u_buf, u)
