@@ -5,8 +5,9 @@ For logits x (N, V) and integer targets t (N,):
     dloss_n/dx_n = softmax(x_n) - onehot(t_n)           (0 where ignored)
 On the CPU's pool the forward keeps exp(x_n - max x_n) (N, V) and the reciprocal row sums
 instead of the logits, so the backward scales it into the gradient with one multiply and no
-second exp, in place unless the graph is kept for another backward. Elsewhere the forward saves the logits and the row-wise logsumexp (N,), and the
-backward rebuilds the softmax in the buffer that becomes the gradient. Either way 1 is
+second exp, in place unless the graph is kept for another backward. Elsewhere the forward
+saves the logits and the row-wise logsumexp (N,), and the backward rebuilds the softmax in the
+buffer that becomes the gradient. Either way 1 is
 subtracted at the target positions: no one-hot and no second (N, V) array is ever saved.
 The logsumexp, the losses and their sum are float32 for float16 logits (backend.acc_dtype, as
 the CUDA kernels): in float16, 20,000 losses of ln 200 already sum past 65504 to inf.
