@@ -49,11 +49,18 @@ def _row_sum(a, C: int):
     return a.reshape(-1, C).sum(axis=0, dtype=acc_dtype(a.dtype)).astype(a.dtype, copy=False)
 
 
-def affine(xhat, w, b):
-    """xhat * w + b with w, b optional; a new array unless both are absent."""
-    if w is None and b is None:
+def affine(xhat, w, b, out=None):
+    """xhat * w + b with w, b optional, into `out` when given; else a new array, or xhat itself
+    when both are absent. The norms' outputs, and a fused sublayer's rebuild of one (prenorm.py):
+    one order of the two passes, so the same bits."""
+    if out is None and w is None and b is None:
         return xhat
-    out = xhat * w if w is not None else xhat.copy()
+    if w is not None:
+        out = xp_of(xhat).multiply(xhat, w, out=out)
+    elif out is None:
+        out = xhat.copy()
+    else:
+        out[...] = xhat
     if b is not None:
         out += b
     return out
@@ -172,14 +179,8 @@ def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
     np.sqrt(var, out=var)
     np.reciprocal(var, out=rstd)
     xhat *= rstd
-    if y is None:
-        return
-    if w is not None:
-        np.multiply(xhat, w, out=y)
-    else:
-        np.copyto(y, xhat)
-    if b is not None:
-        y += b
+    if y is not None:
+        affine(xhat, w, b, out=y)
 
 
 def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
