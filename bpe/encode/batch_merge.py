@@ -18,6 +18,8 @@ them), they finish in Python from the parts they have reached (``rank_merge.merg
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..text import HASH_MUL, HEAD_MASK, WORD, span_words
@@ -126,6 +128,18 @@ class TokenTable:
         for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
             out[i] = self.ranks.get(data[start[i]:end[i]], INF)
         return out
+
+    def reader(self, data: bytes) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """``spans(starts, ends)`` over the bytes ``data``: the ranks (int64) of the tokens
+        ``data[starts[i]:ends[i]]`` spell, -1 where none (``rank_merge.merge_long``'s lookup)."""
+        words = span_words(np.frombuffer(data, np.uint8)).astype(np.uint64)
+
+        def spans(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+            out = self.spans(data, words, start, end)
+            out[out == INF] = -1
+            return out
+
+        return spans
 
     def _home(self, key: np.ndarray) -> np.ndarray:
         """The bucket of each key (int64): the top bits of ``key * HASH_MUL``."""

@@ -23,8 +23,8 @@ its own text's list, so that the new pieces of a batch of short texts are merged
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from functools import partial
 from itertools import compress, islice
+from typing import Callable
 
 import numpy as np
 
@@ -46,6 +46,7 @@ BATCH_MIN = 128  # fewer new pieces are merged one by one
 # Pieces of LONG_PIECE bytes and more merge one by one (the heap version). Shorter long ones
 # batch too: their last rounds finish in Python anyway (batch_merge.TAIL).
 BATCH_MAX_BYTES = LONG_PIECE
+TABLE_PIECE = 1 << 16  # bytes: a piece this long pays for building the token table (its lookups)
 
 
 def _extend(out: list[int], seqs) -> None:
@@ -53,11 +54,6 @@ def _extend(out: list[int], seqs) -> None:
     list at once, where ``out += chain.from_iterable(seqs)`` makes an iterator per piece and appends
     one id at a time."""
     deque(map(out.extend, seqs), maxlen=0)
-
-
-def _merge_one(ranks: dict[bytes, int], piece: str) -> tuple[int, ...]:
-    b = utf8(piece)
-    return tuple(merge_small(ranks, b) if len(b) < LONG_PIECE else byte_pair_encode(ranks, b))
 
 
 class _Room:
@@ -71,11 +67,11 @@ class _Room:
 
 
 class PieceCache(_Room, dict):
-    """piece -> tuple of ids; a missing piece is merged, remembered and returned."""
+    """piece -> tuple of ids; a missing piece is merged (``merge(piece)``), remembered and returned."""
 
-    def __init__(self, ranks: dict[bytes, int]):
+    def __init__(self, ranks: dict[bytes, int], merge: Callable[[str], tuple[int, ...]]):
         super().__init__()
-        self.ranks = ranks
+        self.merge = merge
         base: dict[str, tuple[int]] = {}
         for b, i in ranks.items():
             try:
@@ -88,7 +84,7 @@ class PieceCache(_Room, dict):
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
         self.missed += 1
-        ids = _merge_one(self.ranks, piece)
+        ids = self.merge(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             self.make_room(1)
             self[piece] = ids
@@ -130,7 +126,7 @@ class PieceEncoder:
 
     def clear(self) -> None:
         """Empty the piece cache (back to the tokens that are whole UTF-8 text)."""
-        self.cache = PieceCache(self.ranks)
+        self.cache = PieceCache(self.ranks, self._merge_one)
         if self._table:
             self.cache = BatchCache(self.cache)
 
@@ -174,7 +170,9 @@ class PieceEncoder:
             done += len(block)
             # Worth it once the pieces merged one by one, projected over all the text at the rate
             # seen so far, reach table_after.
-            if self._table is None and cache.missed * n_chars >= self.table_after * done and self._token_table():
+            if self._table is None and cache.missed * n_chars >= self.table_after * done:
+                self._token_table()
+            if self._table:  # built just now, or for a long piece (_merge_one)
                 self._batched(jobs)
                 break
 
@@ -241,7 +239,7 @@ class PieceEncoder:
         characters: int64, (len(pieces),)): merged by NumPy
         together, the long ones (and all of them when they hold escaped bytes, whose byte counts
         differ) one by one."""
-        one_by_one = partial(_merge_one, self.ranks)
+        one_by_one = self._merge_one
         data = None
         if len(pieces) >= BATCH_MIN:   # fewer go one by one: no join for them
             joined = "".join(pieces)
@@ -281,6 +279,16 @@ class PieceEncoder:
         flat = ids[np.repeat(first - (stop - counts), counts) + np.arange(ids.size)].tolist()
         stop = stop.tolist()
         deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))), maxlen=0)
+
+    def _merge_one(self, piece: str) -> tuple[int, ...]:
+        """The ids of one piece merged alone: by merge_small, or a long one by merge_long, whose large
+        levels read the token table (built now for a piece of TABLE_PIECE bytes or more)."""
+        b = utf8(piece)
+        if len(b) < LONG_PIECE:
+            return tuple(merge_small(self.ranks, b))
+        if len(b) >= TABLE_PIECE and self._table is None:
+            self._token_table()
+        return tuple(byte_pair_encode(self.ranks, b, self._table.reader(b) if self._table else None))
 
     def _token_table(self) -> bool:
         """Build the token table and start batching; False when it cannot be built for these ranks."""

@@ -9,19 +9,27 @@ Two implementations with identical output: ``merge_small`` keeps the pair ranks 
 list (``min``/``index`` run in C; O(n^2) but fastest for the short pieces that make up
 almost all text) and ``merge_long``, a linked list of parts plus a priority queue of candidate
 pairs with lazy invalidation, updated locally after each join: O(n log n), so that a run of a
-million equal bytes stays cheap.
+million equal bytes stays cheap. In a long piece the ranks with many candidates (the byte pairs
+of DNA or base64, the runs of a repeated byte) are joined a whole rank at a time in NumPy.
 ``merge_parts`` is ``merge_small``'s loop resumed from parts already merged (``batch_merge``
 finishes its last few pieces with it).
 """
 from __future__ import annotations
 
 import heapq
-from itertools import repeat
+from functools import partial
+from itertools import compress, repeat
 from operator import add
+from typing import Callable
 
 import numpy as np
 
 LONG_PIECE = 256  # bytes; from here on merge_long wins
+BULK_PIECE = 1 << 13  # bytes: merge_long takes a piece this long in arrays, its large levels in NumPy
+# Candidates: a level this large is taken in NumPy (merge_long), its lookups read from the ranks'
+# dict one by one, or from a table in NumPy (cheaper per span, so smaller levels pay).
+BULK_MIN = 256
+BULK_MIN_TABLE = 64
 _INF = 1 << 62
 
 
@@ -53,7 +61,8 @@ def merge_parts(ranks: dict[bytes, int], parts: list[bytes]) -> list[bytes]:
     return parts
 
 
-def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
+def merge_long(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None,
+               bulk_min: int | None = None) -> list[int]:
     """Token ids of piece ``b`` in O(n log n): same result as ``merge_small``.
 
     The parts are a doubly linked list over byte offsets; a candidate pair is the start ``s`` of
@@ -71,40 +80,68 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
     One heap of every candidate orders the same, but its pops wander over memory as it grows: the
     levels are read in order, and sorting one costs about a linear pass (it is appended nearly in
     order). The ranks must be distinct (a Tokenizer's are).
+
+    In a piece of BULK_PIECE bytes or more, a level of ``bulk_min`` candidates or more (default
+    BULK_MIN, or BULK_MIN_TABLE with ``spans``) is taken in NumPy at once (``_take_level``) when that
+    is exactly what the loop would do: no urgent pair waits and none of the pairs its joins make
+    ranks below it. ``spans(starts, ends)`` (int64 arrays) gives the ranks of the tokens the spans
+    ``b[starts[i]:ends[i]]`` spell, -1 where none (``batch_merge.TokenTable.reader``); by default
+    ``ranks`` is read span by span.
     """
     get = ranks.get
     n = len(b)
     M = n + 1
-    nxt = list(range(1, n + 1))  # the part starting at s ends at nxt[s]
-    prv = list(range(-1, n - 1))  # start of the part before the one starting at s; -2: s is no start
-    levels, width = _pair_levels(ranks, b)  # rank -> starts of its candidates; rank -> token length
+    # The part starting at s ends at nxt[s] and is the token tok[s]; prv[s] is the start of the
+    # part before it (-1: none, -2: s starts no part). Position n is a sentinel no pair reaches.
+    tok_a = _byte_ids(ranks, b)
+    bulk = n >= BULK_PIECE
+    if bulk:  # arrays, which the loop reads and writes through memoryviews
+        nxt_a = np.arange(1, n + 2, dtype=np.int64)
+        prv_a = np.arange(-1, n, dtype=np.int64)
+        nxt, prv, tok = memoryview(nxt_a), memoryview(prv_a), memoryview(tok_a)
+    else:  # lists: faster to read one item at a time
+        nxt, prv, tok = list(range(1, n + 2)), list(range(-1, n)), tok_a.tolist()
+    # rank -> starts of its candidates (a list, or an int64 array as NumPy queued them); rank -> the
+    # token's length
+    levels, width = _pair_levels(ranks, b)
     order = list(levels)  # the ranks of the levels still to take
     heapq.heapify(order)
     urgent: list[int] = []
     heappop = heapq.heappop
     queue_at = levels.get
+    if bulk_min is None:
+        bulk_min = BULK_MIN if spans is None else BULK_MIN_TABLE
+    spans = spans or partial(_dict_spans, get, b)
 
     def enqueue(r: int, start: int, stop: int) -> None:  # a new candidate pair [start, stop)
         queued = queue_at(r)
         if queued is None:
             _queue(levels, width, order, urgent, lvl, M, r, start, stop)
         else:
+            if type(queued) is not list:
+                levels[r] = queued = queued.tolist()
             queued.append(start)
     while order:
         lvl = heappop(order)
         starts = levels.pop(lvl)
+        w = width[lvl]
+        if (bulk and not urgent and len(starts) >= bulk_min
+                and _take_level(n, lvl, w, starts, nxt_a, prv_a, tok_a, spans, levels, width, order)):
+            continue
+        if type(starts) is not list:
+            starts = starts.tolist()
         starts.sort()
-        w, top = width[lvl], lvl * M
+        top = lvl * M
         i, k = 0, len(starts)
         while True:
             if urgent and (i == k or urgent[0] < (top + starts[i]) * M + starts[i] + w):
-                v = heappop(urgent)
-                e = v % M
-                s = v // M % M
+                v, e = divmod(heappop(urgent), M)
+                r, s = divmod(v, M)
             elif i < k:
                 s = starts[i]
                 i += 1
                 e = s + w
+                r = lvl
             else:
                 break
             m = nxt[s]
@@ -113,6 +150,7 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
             if m >= n or nxt[m] != e or prv[m] != s:
                 continue
             nxt[s] = e
+            tok[s] = r
             prv[m] = -2
             if e < n:
                 prv[e] = s
@@ -125,13 +163,75 @@ def merge_long(ranks: dict[bytes, int], b: bytes) -> list[int]:
                 r = get(b[p:e])
                 if r is not None:
                     enqueue(r, p, e)
-    out = []
-    s = 0
-    while s < n:
-        e = nxt[s]
-        out.append(ranks[b[s:e]])
-        s = e
-    return out
+    if bulk:
+        return tok_a[np.flatnonzero(prv_a[:n] != -2)].tolist()  # the parts' tokens, in order
+    return list(compress(tok[:n], map((-2).__ne__, prv[:n])))
+
+
+def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, width, order) -> bool:
+    """Take the level ``lvl`` (its token ``w`` bytes long, its candidates ``starts``: a list or an
+    int64 array, which is sorted in place) as ``merge_long``'s loop would, in array passes over its
+    ``nxt``, ``prv`` and ``tok`` (int64, (n + 1,)), and queue the pairs its joins make. False, with
+    nothing changed, when one of those ranks below the level: the loop must then take it in turn,
+    between the level's own joins."""
+    s = np.fromiter(starts, dtype=np.int64, count=len(starts)) if type(starts) is list else starts
+    s.sort(kind="stable")  # the loop's order; a merge of the sorted runs it was queued in
+    s = s[np.diff(s, prepend=-1) != 0]  # each once
+    m = nxt[s]
+    e = s + w
+    valid = (nxt[m] == e) & (prv[m] == s)   # a stale candidate's parts have changed
+    s, m, e = s[valid], m[valid], e[valid]
+    if s.size == 0:
+        return True
+    # A candidate that starts at the right part of the one before (a a a with (a, a)) is absorbed
+    # by it: along such a chain every second one joins, from its first.
+    chained = np.zeros(s.size, dtype=bool)
+    np.equal(s[1:], m[:-1], out=chained[1:])
+    if chained.any():
+        i = np.arange(s.size)
+        keep = (i - np.maximum.accumulate(np.where(chained, 0, i))) % 2 == 0
+        s, m, e = s[keep], m[keep], e[keep]
+    # The pairs the loop looks up at each join, in turn: with the part after (as it is then: a
+    # later join of this level has not grown it yet) and with the part before (the previous join's,
+    # when that one ends here).
+    follows = np.zeros(s.size, dtype=bool)
+    np.equal(s[1:], e[:-1], out=follows[1:])
+    before = np.where(follows, np.roll(s, 1), prv[s])
+    inner = e < n
+    left = before >= 0
+    lo = np.concatenate((s[inner], before[left]))
+    hi = np.concatenate((nxt[e[inner]], e[left]))
+    r = spans(lo, hi)
+    found = r >= 0
+    if found.any() and r[found].min() < lvl:
+        return False
+    nxt[s] = e
+    tok[s] = lvl
+    prv[m] = -2
+    prv[e[inner]] = s[inner]
+    lo, hi, r = lo[found], hi[found], r[found]
+    if r.size:
+        by_rank = np.argsort(r, kind="stable")
+        r, lo, size = r[by_rank], lo[by_rank], (hi - lo)[by_rank]
+        cut = np.flatnonzero(r[1:] != r[:-1]) + 1
+        first = [0] + cut.tolist()
+        for rank, a, z in zip(r[first].tolist(), first, first[1:] + [r.size]):
+            queued = levels.get(rank)
+            if queued is None:
+                levels[rank] = lo[a:z]
+                width[rank] = int(size[a])
+                heapq.heappush(order, rank)
+            elif type(queued) is list:
+                queued.extend(lo[a:z].tolist())
+            else:
+                levels[rank] = np.concatenate((queued, lo[a:z]))
+    return True
+
+
+def _dict_spans(get: Callable, b: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The ranks of the tokens ``b[lo[i]:hi[i]]`` spell (-1 where none), read from ``ranks.get``."""
+    return np.fromiter(map(get, map(b.__getitem__, map(slice, lo.tolist(), hi.tolist())), repeat(-1)),
+                       dtype=np.int64, count=lo.size)
 
 
 def _queue(levels: dict[int, list[int]], width: dict[int, int], order: list[int], urgent: list[int],
@@ -146,10 +246,19 @@ def _queue(levels: dict[int, list[int]], width: dict[int, int], order: list[int]
         heapq.heappush(order, r)
 
 
-def _pair_levels(ranks: dict[bytes, int], b: bytes) -> tuple[dict[int, list[int]], dict[int, int]]:
-    """The adjacent byte pairs of ``b`` that are tokens, by rank: rank -> their starts in order, and
-    rank -> 2 (the token's length). Grouped in NumPy by the pair's two bytes, one lookup per
-    distinct pair."""
+def _byte_ids(ranks: dict[bytes, int], b: bytes) -> np.ndarray:
+    """The id of each byte of ``b`` (int64, (len(b),)), one lookup per distinct byte."""
+    u = np.frombuffer(b, np.uint8)
+    ids = np.zeros(256, dtype=np.int64)
+    present = np.flatnonzero(np.bincount(u, minlength=256))
+    ids[present] = [ranks[_SINGLE[c]] for c in present.tolist()]
+    return ids[u]
+
+
+def _pair_levels(ranks: dict[bytes, int], b: bytes) -> tuple[dict[int, np.ndarray], dict[int, int]]:
+    """The adjacent byte pairs of ``b`` that are tokens, by rank: rank -> their starts in order
+    (int64), and rank -> 2 (the token's length). Grouped in NumPy by the pair's two bytes, one lookup
+    per distinct pair."""
     if len(b) < 2:
         return {}, {}
     u = np.frombuffer(b, np.uint8)
@@ -158,21 +267,21 @@ def _pair_levels(ranks: dict[bytes, int], b: bytes) -> tuple[dict[int, list[int]
     code = code[order]
     cut = np.flatnonzero(code[1:] != code[:-1]) + 1
     first = np.concatenate(([0], cut)).tolist()
-    starts = order.tolist()
     get = ranks.get
-    levels: dict[int, list[int]] = {}
-    for c, a, z in zip(code[first].tolist(), first, first[1:] + [len(starts)]):
+    levels: dict[int, np.ndarray] = {}
+    for c, a, z in zip(code[first].tolist(), first, first[1:] + [order.size]):
         r = get(_SINGLE[c >> 8] + _SINGLE[c & 255])
         if r is not None:
-            levels[r] = starts[a:z]
+            levels[r] = order[a:z]
     return levels, dict.fromkeys(levels, 2)
 
 
-def byte_pair_encode(ranks: dict[bytes, int], b: bytes) -> list[int]:
-    """Token ids of one piece: a single lookup when the piece is itself a token."""
+def byte_pair_encode(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None) -> list[int]:
+    """Token ids of one piece: a single lookup when the piece is itself a token. ``spans``: as
+    ``merge_long``'s, for a long piece."""
     r = ranks.get(b)
     if r is not None:
         return [r]
     if len(b) < LONG_PIECE:
         return merge_small(ranks, b)
-    return merge_long(ranks, b)
+    return merge_long(ranks, b, spans)

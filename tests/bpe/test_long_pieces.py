@@ -4,11 +4,15 @@ and of tiktoken, on repeated characters, DNA, letters without spaces, CJK and pu
 and on random pieces over a tiny alphabet whose rank tables make overlaps, ties and ranks below
 their parts' common. Times are benchmarks/bench_bpe_long.py's, never asserted here."""
 import random
+from collections import Counter
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from bpe import GPT4_PATTERN, Tokenizer
+from bpe.encode import rank_merge
+from bpe.encode.batch_merge import TokenTable
 from bpe.encode.rank_merge import merge_long, merge_small
 
 tiktoken = pytest.importorskip("tiktoken")
@@ -90,3 +94,65 @@ def test_equal_ranks_that_overlap_join_leftmost_first():
     ranks = {b"a": 3, b"b": 4, b"ab": 0, b"ba": 1, b"aba": 2}  # 'aba' ranks below 'ba': taken first
     for piece in (b"aba", b"abab", b"babab", b"ab" * 50):
         assert merge_long(ranks, piece) == merge_small(ranks, piece)
+
+
+
+# ---- the levels merge_long takes in NumPy (rank_merge._take_level) ---------------------------
+
+@contextmanager
+def levels_in_numpy():
+    """merge_long offering its levels to _take_level however short the piece (BULK_PIECE 0); yields a
+    Counter of _take_level's answers (True: taken in NumPy, False: left to the loop)."""
+    answers = Counter()
+    real = rank_merge._take_level
+
+    def spy(*args):
+        taken = real(*args)
+        answers[taken] += 1
+        return taken
+
+    saved = rank_merge.BULK_PIECE, rank_merge._take_level
+    rank_merge.BULK_PIECE, rank_merge._take_level = 0, spy
+    try:
+        yield answers
+    finally:
+        rank_merge.BULK_PIECE, rank_merge._take_level = saved
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=tiny_vocabulary_and_piece())
+@example(case=({b"a": 9, b"b": 6, b"aa": 7, b"aaa": 3, b"aaaa": 8, b"aab": 5, b"aba": 0, b"ba": 4, b"bab": 2,
+                b"bb": 1, b"bbb": 10}, b"ababababababbbabaabab"))
+def test_levels_taken_in_numpy_merge_as_the_loop_does_on_tiny_vocabularies(case):
+    ranks, piece = case
+    with levels_in_numpy():
+        assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece)
+
+
+def test_a_level_whose_joins_make_a_pair_below_it_is_left_to_the_loop():
+    # 'aba' ranks below 'ab' and 'ba': joining the level of 'ab' makes ('ab', 'a') pairs that
+    # the loop must take between the level's own joins
+    ranks = {b"a": 3, b"b": 4, b"ab": 1, b"ba": 2, b"aba": 0}
+    piece = b"ab" * 40 + b"a"
+    with levels_in_numpy() as answers:
+        assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece)
+    assert answers[False] >= 1
+    ranks = {b"a": 0, b"aa": 1, b"aaaa": 2}  # every pair a join makes ranks above its level
+    with levels_in_numpy() as answers:
+        assert merge_long(ranks, b"a" * 1001, bulk_min=1) == merge_small(ranks, b"a" * 1001) == [2] * 250 + [0]
+    assert answers[True] >= 2 and answers[False] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_levels_taken_in_numpy_with_the_token_table_merge_as_the_loop_does(cl100k, kind):
+    ranks = cl100k[0].mergeable_ranks
+    table = TokenTable(ranks)
+    for n in (257, 3_000, 30_000):
+        b = long_piece(kind, n, seed=n).encode("utf-8")
+        loop = merge_long(ranks, b, bulk_min=len(b) + 1)   # no level is large enough
+        if n <= 3_000:
+            assert loop == merge_small(ranks, b)
+        with levels_in_numpy() as answers:
+            assert merge_long(ranks, b, table.reader(b), bulk_min=1) == loop, (kind, n)
+            assert merge_long(ranks, b, bulk_min=1) == loop, (kind, n)
+        assert answers[True], (kind, n)
