@@ -30,6 +30,7 @@ _LOW32 = (1 << 32) - 1
 NEXT = 1 << 40  # in a token's row: the next row is in the same bucket
 LOAD = 4  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
 _INF_KEY = INF << 32
+READ_SPANS = 1 << 15  # spans looked up per call by a reader (TokenTable.reader)
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
 _SIZE_BITS = 5  # a token's length beside its rank in one int64 (lengths up to _SHORT)
@@ -135,7 +136,9 @@ class TokenTable:
         words = span_words(np.frombuffer(data, np.uint8)).astype(np.uint64)
 
         def spans(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-            out = self.spans(data, words, start, end)
+            out = np.empty(start.size, dtype=np.int64)
+            for i in range(0, start.size, READ_SPANS):  # a lookup's temporaries stay in cache
+                out[i:i + READ_SPANS] = self.spans(data, words, start[i:i + READ_SPANS], end[i:i + READ_SPANS])
             out[out == INF] = -1
             return out
 
