@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from functools import partial
-from itertools import compress, repeat
+from itertools import repeat
 from operator import add
 from typing import Callable
 
@@ -91,19 +91,20 @@ def merge_long(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None,
     get = ranks.get
     n = len(b)
     M = n + 1
-    # The part starting at s ends at nxt[s] and is the token tok[s]; prv[s] is the start of the
-    # part before it (-1: none, -2: s starts no part). Position n is a sentinel no pair reaches.
-    tok_a = _byte_ids(ranks, b)
+    # The part starting at s ends at nxt[s] (and is the token tok[s], kept in a long piece); prv[s]
+    # is the start of the part before it (-1: none, -2: s starts no part). Position n is a
+    # sentinel that no pair reaches.
     bulk = n >= BULK_PIECE
     if bulk:  # arrays, which the loop reads and writes through memoryviews
         nxt_a = np.arange(1, n + 2, dtype=np.int64)
         prv_a = np.arange(-1, n, dtype=np.int64)
+        tok_a = _byte_ids(ranks, b)
         nxt, prv, tok = memoryview(nxt_a), memoryview(prv_a), memoryview(tok_a)
     else:  # lists: faster to read one item at a time
-        nxt, prv, tok = list(range(1, n + 2)), list(range(-1, n)), tok_a.tolist()
+        nxt, prv = list(range(1, n + 2)), list(range(-1, n))
     # rank -> starts of its candidates (a list, or an int64 array as NumPy queued them); rank -> the
     # token's length
-    levels, width = _pair_levels(ranks, b)
+    levels, width = _pair_levels(ranks, b, arrays=bulk)
     order = list(levels)  # the ranks of the levels still to take
     heapq.heapify(order)
     urgent: list[int] = []
@@ -150,7 +151,8 @@ def merge_long(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None,
             if m >= n or nxt[m] != e or prv[m] != s:
                 continue
             nxt[s] = e
-            tok[s] = r
+            if bulk:  # (a short piece's tokens are looked up at the end)
+                tok[s] = r
             prv[m] = -2
             if e < n:
                 prv[e] = s
@@ -165,7 +167,13 @@ def merge_long(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None,
                     enqueue(r, p, e)
     if bulk:
         return tok_a[np.flatnonzero(prv_a[:n] != -2)].tolist()  # the parts' tokens, in order
-    return list(compress(tok[:n], map((-2).__ne__, prv[:n])))
+    out = []
+    s = 0
+    while s < n:
+        e = nxt[s]
+        out.append(ranks[b[s:e]])
+        s = e
+    return out
 
 
 def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, width, order) -> bool:
@@ -255,10 +263,10 @@ def _byte_ids(ranks: dict[bytes, int], b: bytes) -> np.ndarray:
     return ids[u]
 
 
-def _pair_levels(ranks: dict[bytes, int], b: bytes) -> tuple[dict[int, np.ndarray], dict[int, int]]:
-    """The adjacent byte pairs of ``b`` that are tokens, by rank: rank -> their starts in order
-    (int64), and rank -> 2 (the token's length). Grouped in NumPy by the pair's two bytes, one lookup
-    per distinct pair."""
+def _pair_levels(ranks: dict[bytes, int], b: bytes, arrays: bool = False) -> tuple[dict, dict[int, int]]:
+    """The adjacent byte pairs of ``b`` that are tokens, by rank: rank -> their starts in order (a
+    list, or with ``arrays`` an int64 array), and rank -> 2 (the token's length). Grouped in NumPy
+    by the pair's two bytes, one lookup per distinct pair."""
     if len(b) < 2:
         return {}, {}
     u = np.frombuffer(b, np.uint8)
@@ -268,8 +276,10 @@ def _pair_levels(ranks: dict[bytes, int], b: bytes) -> tuple[dict[int, np.ndarra
     cut = np.flatnonzero(code[1:] != code[:-1]) + 1
     first = np.concatenate(([0], cut)).tolist()
     get = ranks.get
-    levels: dict[int, np.ndarray] = {}
-    for c, a, z in zip(code[first].tolist(), first, first[1:] + [order.size]):
+    levels: dict = {}
+    if not arrays:
+        order = order.tolist()
+    for c, a, z in zip(code[first].tolist(), first, first[1:] + [len(order)]):
         r = get(_SINGLE[c >> 8] + _SINGLE[c & 255])
         if r is not None:
             levels[r] = order[a:z]
