@@ -22,6 +22,7 @@ its own text's list, so that the new pieces of a batch of short texts are merged
 """
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict, deque
 from itertools import compress, islice
 from typing import Callable
@@ -126,7 +127,8 @@ class PieceEncoder:
 
     def clear(self) -> None:
         """Empty the piece cache (back to the tokens that are whole UTF-8 text)."""
-        self.cache = PieceCache(self.ranks, self._merge_one)
+        method = weakref.WeakMethod(self._merge_one)  # the cache is this encoder's: no cycle through it
+        self.cache = PieceCache(self.ranks, lambda piece: method()(piece))
         if self._table:
             self.cache = BatchCache(self.cache)
 
