@@ -31,6 +31,7 @@ NEXT = 1 << 40  # in a token's row: the next row is in the same bucket
 LOAD = 4  # buckets per token, at least (a power of two from LOAD to 2 * LOAD)
 _INF_KEY = INF << 32
 READ_SPANS = 1 << 15  # spans looked up per call by a reader (TokenTable.reader)
+FEW_MORE = 24  # spans left in crowded buckets after the first row: up to this many read from the dict
 TAIL = 32  # pieces: when no more are still merging, they finish in Python (a round costs about that much)
 _SHORT = 2 * WORD  # bytes: tokens and spans up to this long are compared as two words in NumPy
 _SIZE_BITS = 5  # a token's length beside its rank in one int64 (lengths up to _SHORT)
@@ -120,6 +121,10 @@ class TokenTable:
         row = self._head[self._home(_mix(hi, lo, k))]
         out, hit, meta = self._match(row, hi, lo, size)
         more = np.flatnonzero(~hit & (meta >= NEXT))  # the spans to read the next row of their bucket for
+        if more.size <= FEW_MORE:  # a few: looked up by their bytes, not a round of array passes
+            for i, a, b in zip(more.tolist(), start[more].tolist(), end[more].tolist()):
+                out[i] = self.ranks.get(data[a:b], INF)
+            more = more[:0]
         row = row[more]
         while more.size:
             row += 1

@@ -190,8 +190,10 @@ def test_an_error_while_batching_leaves_no_unfilled_list_in_the_cache(tok4, alwa
 
 
 @pytest.mark.parametrize("load", [0, 2])
-def test_the_token_table_reads_every_row_of_a_crowded_bucket(tok4, odd_ranks, monkeypatch, load):
+@pytest.mark.parametrize("few", [0, 1 << 30])
+def test_the_token_table_reads_every_row_of_a_crowded_bucket(tok4, odd_ranks, monkeypatch, load, few):
     monkeypatch.setattr(batch_merge, "LOAD", load)  # 0: 16 buckets, dozens of tokens in each
+    monkeypatch.setattr(batch_merge, "FEW_MORE", few)  # the rows after the first: in NumPy, or from the dict
     for ranks in (tok4.mergeable_ranks, odd_ranks):
         table = TokenTable(ranks)
         assert load or table._head.size == 16
