@@ -30,6 +30,8 @@ BULK_PIECE = 1 << 13  # bytes: merge_long takes a piece this long in arrays, its
 # dict one by one, or from a table in NumPy (cheaper per span, so smaller levels pay).
 BULK_MIN = 256
 BULK_MIN_TABLE = 64
+LEVEL_BLOCK = 1 << 16  # candidates of a level taken together (_take_level)
+EMPTY = np.zeros(0, dtype=np.int64)
 _INF = 1 << 62
 
 
@@ -179,18 +181,46 @@ def merge_long(ranks: dict[bytes, int], b: bytes, spans: Callable | None = None,
 def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, width, order) -> bool:
     """Take the level ``lvl`` (its token ``w`` bytes long, its candidates ``starts``: a list or an
     int64 array, which is sorted in place) as ``merge_long``'s loop would, in array passes over its
-    ``nxt``, ``prv`` and ``tok`` (int64, (n + 1,)), and queue the pairs its joins make. False, with
-    nothing changed, when one of those ranks below the level: the loop must then take it in turn,
-    between the level's own joins."""
-    s = np.fromiter(starts, dtype=np.int64, count=len(starts)) if type(starts) is list else starts
-    s.sort(kind="stable")  # the loop's order; a merge of the sorted runs it was queued in
+    ``nxt``, ``prv`` and ``tok`` (int64, (n + 1,)), and queue the pairs its joins make. The
+    candidates go in order, LEVEL_BLOCK at a time (their temporaries stay in cache), each block's
+    joins made before the next block is read, as the loop makes them. False when a block's joins
+    would make a pair that ranks below the level: the loop must then take it in turn, between the
+    level's own joins, so that block and the rest are left to it (the candidates joined so far are
+    stale for it)."""
+    s_all = np.fromiter(starts, dtype=np.int64, count=len(starts)) if type(starts) is list else starts
+    s_all.sort(kind="stable")  # the loop's order; a merge of the sorted runs it was queued in
+    made: dict[int, list] = {}  # rank -> [its token's length, the starts of the pairs made, by block]
+    taken = True
+    for at in range(0, s_all.size, LEVEL_BLOCK):
+        found = _take_block(n, lvl, w, s_all[at:at + LEVEL_BLOCK], nxt, prv, tok, spans)
+        if found is None:
+            taken = False
+            break
+        _by_rank(*found, made)
+    for rank, (size, *parts) in made.items():  # queued as the loop queues them
+        lo = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        queued = levels.get(rank)
+        if queued is None:
+            levels[rank] = lo
+            width[rank] = size
+            heapq.heappush(order, rank)
+        elif type(queued) is list:
+            queued.extend(lo.tolist())
+        else:
+            levels[rank] = np.concatenate((queued, lo))
+    return taken
+
+
+def _take_block(n: int, lvl: int, w: int, s, nxt, prv, tok, spans):
+    """``_take_level`` for one block of its candidates ``s`` (int64, increasing): the pairs its joins
+    make, as (starts, ends, ranks), or None, with nothing changed, when one ranks below the level."""
     s = s[np.diff(s, prepend=-1) != 0]  # each once
     m = nxt[s]
     e = s + w
     valid = (nxt[m] == e) & (prv[m] == s)   # a stale candidate's parts have changed
     s, m, e = s[valid], m[valid], e[valid]
     if s.size == 0:
-        return True
+        return EMPTY, EMPTY, EMPTY
     # A candidate that starts at the right part of the one before (a a a with (a, a)) is absorbed
     # by it: along such a chain every second one joins, from its first.
     chained = np.zeros(s.size, dtype=bool)
@@ -201,7 +231,7 @@ def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, 
         s, m, e = s[keep], m[keep], e[keep]
     # The pairs the loop looks up at each join, in turn: with the part after (as it is then: a
     # later join of this level has not grown it yet) and with the part before (the previous join's,
-    # when that one ends here).
+    # when that one ends here; an earlier block's joins are made already).
     follows = np.zeros(s.size, dtype=bool)
     np.equal(s[1:], e[:-1], out=follows[1:])
     before = np.where(follows, np.roll(s, 1), prv[s])
@@ -212,28 +242,27 @@ def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, 
     r = spans(lo, hi)
     found = r >= 0
     if found.any() and r[found].min() < lvl:
-        return False
+        return None
     nxt[s] = e
     tok[s] = lvl
     prv[m] = -2
     prv[e[inner]] = s[inner]
-    lo, hi, r = lo[found], hi[found], r[found]
-    if r.size:
-        by_rank = np.argsort(r, kind="stable")
-        r, lo, size = r[by_rank], lo[by_rank], (hi - lo)[by_rank]
-        cut = np.flatnonzero(r[1:] != r[:-1]) + 1
-        first = [0] + cut.tolist()
-        for rank, a, z in zip(r[first].tolist(), first, first[1:] + [r.size]):
-            queued = levels.get(rank)
-            if queued is None:
-                levels[rank] = lo[a:z]
-                width[rank] = int(size[a])
-                heapq.heappush(order, rank)
-            elif type(queued) is list:
-                queued.extend(lo[a:z].tolist())
-            else:
-                levels[rank] = np.concatenate((queued, lo[a:z]))
-    return True
+    return lo[found], hi[found], r[found]
+
+
+def _by_rank(lo: np.ndarray, hi: np.ndarray, r: np.ndarray, made: dict) -> None:
+    """Add the pairs [lo, hi) of ranks ``r`` (int64 arrays, one block's) to ``made``, by rank."""
+    if r.size == 0:
+        return
+    if r[0] == r[-1] and (r == r[0]).all():  # one rank (a run of one byte): no sort
+        made.setdefault(int(r[0]), [int(hi[0] - lo[0])]).append(lo)
+        return
+    by_rank = np.argsort(r, kind="stable")
+    r, lo, size = r[by_rank], lo[by_rank], (hi - lo)[by_rank]
+    cut = np.flatnonzero(r[1:] != r[:-1]) + 1
+    first = [0] + cut.tolist()
+    for rank, a, z, k in zip(r[first].tolist(), first, first[1:] + [r.size], size[first].tolist()):
+        made.setdefault(rank, [k]).append(lo[a:z])
 
 
 def _dict_spans(get: Callable, b: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -100,23 +100,30 @@ def test_equal_ranks_that_overlap_join_leftmost_first():
 # ---- the levels merge_long takes in NumPy (rank_merge._take_level) ---------------------------
 
 @contextmanager
-def levels_in_numpy():
-    """merge_long offering its levels to _take_level however short the piece (BULK_PIECE 0); yields a
-    Counter of _take_level's answers (True: taken in NumPy, False: left to the loop)."""
+def levels_in_numpy(block=rank_merge.LEVEL_BLOCK):
+    """merge_long offering its levels to _take_level however short the piece (BULK_PIECE 0), their
+    candidates ``block`` at a time; yields a Counter of _take_level's answers (True: taken in NumPy,
+    False: left to the loop) and of the blocks joined."""
     answers = Counter()
-    real = rank_merge._take_level
+    real, real_block = rank_merge._take_level, rank_merge._take_block
 
     def spy(*args):
         taken = real(*args)
         answers[taken] += 1
         return taken
 
-    saved = rank_merge.BULK_PIECE, rank_merge._take_level
-    rank_merge.BULK_PIECE, rank_merge._take_level = 0, spy
+    def spy_block(*args):
+        made = real_block(*args)
+        answers["blocks joined"] += made is not None
+        return made
+
+    saved = rank_merge.BULK_PIECE, rank_merge._take_level, rank_merge._take_block, rank_merge.LEVEL_BLOCK
+    rank_merge.BULK_PIECE, rank_merge._take_level, rank_merge._take_block, rank_merge.LEVEL_BLOCK = (
+        0, spy, spy_block, block)
     try:
         yield answers
     finally:
-        rank_merge.BULK_PIECE, rank_merge._take_level = saved
+        rank_merge.BULK_PIECE, rank_merge._take_level, rank_merge._take_block, rank_merge.LEVEL_BLOCK = saved
 
 
 @settings(max_examples=400, deadline=None)
@@ -125,8 +132,9 @@ def levels_in_numpy():
                 b"bb": 1, b"bbb": 10}, b"ababababababbbabaabab"))
 def test_levels_taken_in_numpy_merge_as_the_loop_does_on_tiny_vocabularies(case):
     ranks, piece = case
-    with levels_in_numpy():
-        assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece)
+    for block in (rank_merge.LEVEL_BLOCK, 3):  # a level's candidates together, or a few at a time
+        with levels_in_numpy(block):
+            assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece)
 
 
 def test_a_level_whose_joins_make_a_pair_below_it_is_left_to_the_loop():
@@ -137,6 +145,13 @@ def test_a_level_whose_joins_make_a_pair_below_it_is_left_to_the_loop():
     with levels_in_numpy() as answers:
         assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece)
     assert answers[False] >= 1
+    # a level left to the loop after some of its blocks were joined in NumPy: only the last 'ab'
+    # makes 'aba' (rank 0), so the blocks before its own are joined first
+    ranks = {b"a": 3, b"b": 4, b"c": 6, b"ab": 1, b"aba": 0, b"abc": 5}
+    piece = b"abc" * 30 + b"aba"   # and the joins before make 'abc' pairs, which the loop takes later
+    with levels_in_numpy(block=8) as answers:
+        assert merge_long(ranks, piece, bulk_min=1) == merge_small(ranks, piece) == [5] * 30 + [0]
+    assert answers[False] == 1 and answers["blocks joined"] == 3 + 4   # 'ab': 3 of 4 blocks; 'abc': 4
     ranks = {b"a": 0, b"aa": 1, b"aaaa": 2}  # every pair a join makes ranks above its level
     with levels_in_numpy() as answers:
         assert merge_long(ranks, b"a" * 1001, bulk_min=1) == merge_small(ranks, b"a" * 1001) == [2] * 250 + [0]
