@@ -96,7 +96,6 @@ def test_equal_ranks_that_overlap_join_leftmost_first():
         assert merge_long(ranks, piece) == merge_small(ranks, piece)
 
 
-
 # ---- the levels merge_long takes in NumPy (rank_merge._take_level) ---------------------------
 
 @contextmanager
