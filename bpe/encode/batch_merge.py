@@ -141,9 +141,12 @@ class TokenTable:
         words = span_words(np.frombuffer(data, np.uint8)).astype(np.uint64)
 
         def spans(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-            out = np.empty(start.size, dtype=np.int64)
-            for i in range(0, start.size, READ_SPANS):  # a lookup's temporaries stay in cache
-                out[i:i + READ_SPANS] = self.spans(data, words, start[i:i + READ_SPANS], end[i:i + READ_SPANS])
+            if start.size <= READ_SPANS:
+                out = self.spans(data, words, start, end)
+            else:
+                out = np.empty(start.size, dtype=np.int64)
+                for i in range(0, start.size, READ_SPANS):  # a lookup's temporaries stay in cache
+                    out[i:i + READ_SPANS] = self.spans(data, words, start[i:i + READ_SPANS], end[i:i + READ_SPANS])
             out[out == INF] = -1
             return out
 

@@ -189,16 +189,24 @@ def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, 
     stale for it)."""
     s_all = np.fromiter(starts, dtype=np.int64, count=len(starts)) if type(starts) is list else starts
     s_all.sort(kind="stable")  # the loop's order; a merge of the sorted runs it was queued in
-    made: dict[int, list] = {}  # rank -> [its token's length, the starts of the pairs made, by block]
+    made: list = []  # (starts, ends, ranks) of the pairs each block's joins make
     taken = True
     for at in range(0, s_all.size, LEVEL_BLOCK):
         found = _take_block(n, lvl, w, s_all[at:at + LEVEL_BLOCK], nxt, prv, tok, spans)
         if found is None:
             taken = False
             break
-        _by_rank(*found, made)
-    for rank, (size, *parts) in made.items():  # queued as the loop queues them
-        lo = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        made.append(found)
+    if len(made) == 1:
+        groups = _by_rank(*made[0])
+    else:  # grouped block by block (their temporaries stay in cache), then joined rank by rank
+        by_rank: dict[int, list] = {}
+        for found in made:
+            for rank, size, lo in _by_rank(*found):
+                by_rank.setdefault(rank, [size]).append(lo)
+        groups = [(rank, size, parts[0] if len(parts) == 1 else np.concatenate(parts))
+                  for rank, (size, *parts) in by_rank.items()]
+    for rank, size, lo in groups:  # queued as the loop queues them
         queued = levels.get(rank)
         if queued is None:
             levels[rank] = lo
@@ -214,7 +222,11 @@ def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, 
 def _take_block(n: int, lvl: int, w: int, s, nxt, prv, tok, spans):
     """``_take_level`` for one block of its candidates ``s`` (int64, increasing): the pairs its joins
     make, as (starts, ends, ranks), or None, with nothing changed, when one ranks below the level."""
-    s = s[np.diff(s, prepend=-1) != 0]  # each once
+    if s.size > 1:  # each once
+        fresh = np.empty(s.size, dtype=bool)
+        fresh[0] = True
+        np.not_equal(s[1:], s[:-1], out=fresh[1:])
+        s = s[fresh]
     m = nxt[s]
     e = s + w
     valid = (nxt[m] == e) & (prv[m] == s)   # a stale candidate's parts have changed
@@ -232,9 +244,8 @@ def _take_block(n: int, lvl: int, w: int, s, nxt, prv, tok, spans):
     # The pairs the loop looks up at each join, in turn: with the part after (as it is then: a
     # later join of this level has not grown it yet) and with the part before (the previous join's,
     # when that one ends here; an earlier block's joins are made already).
-    follows = np.zeros(s.size, dtype=bool)
-    np.equal(s[1:], e[:-1], out=follows[1:])
-    before = np.where(follows, np.roll(s, 1), prv[s])
+    before = prv[s]
+    np.copyto(before[1:], s[:-1], where=s[1:] == e[:-1])
     inner = e < n
     left = before >= 0
     lo = np.concatenate((s[inner], before[left]))
@@ -250,19 +261,18 @@ def _take_block(n: int, lvl: int, w: int, s, nxt, prv, tok, spans):
     return lo[found], hi[found], r[found]
 
 
-def _by_rank(lo: np.ndarray, hi: np.ndarray, r: np.ndarray, made: dict) -> None:
-    """Add the pairs [lo, hi) of ranks ``r`` (int64 arrays, one block's) to ``made``, by rank."""
+def _by_rank(lo: np.ndarray, hi: np.ndarray, r: np.ndarray) -> list:
+    """The pairs [lo, hi) of ranks ``r`` (int64 arrays) by rank: (rank, its token's length, the
+    pairs' starts in their order) for each rank."""
     if r.size == 0:
-        return
+        return []
     if r[0] == r[-1] and (r == r[0]).all():  # one rank (a run of one byte): no sort
-        made.setdefault(int(r[0]), [int(hi[0] - lo[0])]).append(lo)
-        return
+        return [(int(r[0]), int(hi[0] - lo[0]), lo)]
     by_rank = np.argsort(r, kind="stable")
     r, lo, size = r[by_rank], lo[by_rank], (hi - lo)[by_rank]
     cut = np.flatnonzero(r[1:] != r[:-1]) + 1
-    first = [0] + cut.tolist()
-    for rank, a, z, k in zip(r[first].tolist(), first, first[1:] + [r.size], size[first].tolist()):
-        made.setdefault(rank, [k]).append(lo[a:z])
+    first = np.concatenate(([0], cut))
+    return list(zip(r[first].tolist(), size[first].tolist(), np.split(lo, cut)))
 
 
 def _dict_spans(get: Callable, b: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
