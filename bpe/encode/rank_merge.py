@@ -31,7 +31,6 @@ BULK_PIECE = 1 << 13  # bytes: merge_long takes a piece this long in arrays, its
 BULK_MIN = 256
 BULK_MIN_TABLE = 64
 LEVEL_BLOCK = 1 << 16  # candidates of a level taken together (_take_level)
-EMPTY = np.zeros(0, dtype=np.int64)
 _INF = 1 << 62
 
 
@@ -189,24 +188,17 @@ def _take_level(n: int, lvl: int, w: int, starts, nxt, prv, tok, spans, levels, 
     stale for it)."""
     s_all = np.fromiter(starts, dtype=np.int64, count=len(starts)) if type(starts) is list else starts
     s_all.sort(kind="stable")  # the loop's order; a merge of the sorted runs it was queued in
-    made: list = []  # (starts, ends, ranks) of the pairs each block's joins make
+    made: dict[int, list] = {}  # rank -> [its token's length, the starts of the pairs made, by block]
     taken = True
     for at in range(0, s_all.size, LEVEL_BLOCK):
         found = _take_block(n, lvl, w, s_all[at:at + LEVEL_BLOCK], nxt, prv, tok, spans)
         if found is None:
             taken = False
             break
-        made.append(found)
-    if len(made) == 1:
-        groups = _by_rank(*made[0])
-    else:  # grouped block by block (their temporaries stay in cache), then joined rank by rank
-        by_rank: dict[int, list] = {}
-        for found in made:
-            for rank, size, lo in _by_rank(*found):
-                by_rank.setdefault(rank, [size]).append(lo)
-        groups = [(rank, size, parts[0] if len(parts) == 1 else np.concatenate(parts))
-                  for rank, (size, *parts) in by_rank.items()]
-    for rank, size, lo in groups:  # queued as the loop queues them
+        for rank, size, lo in _by_rank(*found):
+            made.setdefault(rank, [size]).append(lo)
+    for rank, (size, *parts) in made.items():  # queued as the loop queues them
+        lo = parts[0] if len(parts) == 1 else np.concatenate(parts)
         queued = levels.get(rank)
         if queued is None:
             levels[rank] = lo
@@ -232,7 +224,7 @@ def _take_block(n: int, lvl: int, w: int, s, nxt, prv, tok, spans):
     valid = (nxt[m] == e) & (prv[m] == s)   # a stale candidate's parts have changed
     s, m, e = s[valid], m[valid], e[valid]
     if s.size == 0:
-        return EMPTY, EMPTY, EMPTY
+        return s, s, s
     # A candidate that starts at the right part of the one before (a a a with (a, a)) is absorbed
     # by it: along such a chain every second one joins, from its first.
     chained = np.zeros(s.size, dtype=bool)
