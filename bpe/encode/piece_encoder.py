@@ -2,8 +2,11 @@
 the results.
 
 ``PieceEncoder(ranks, pattern)(text)`` is the hot path of encoding. The cache maps a piece to the
-tuple of its ids; it starts with every token that is whole UTF-8 text (a piece equal to a token
-encodes to that token, as in tiktoken). A block of text costs a ``findall``, one lookup per piece
+tuple of its ids. It starts empty and holds only the pieces met, in the order first met: a
+lookup's cost is the memory it touches, and the pieces a text uses most are then near each
+other (a cache that starts with every token keeps the common pieces among 100,000 others). A
+piece equal to a token encodes to that token, as in tiktoken, whether it is merged alone
+(``_merge_one``) or in a batch (``_fill``). A block of text costs a ``findall``, one lookup per piece
 (``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
@@ -32,11 +35,11 @@ import numpy as np
 from ..nogc import gc_paused
 from ..split.patterns import segment_cut
 from ..split.twins import chunk_finder
-from ..text import utf8
-from .batch_merge import TokenTable, merge_pieces
+from ..text import span_words, utf8
+from .batch_merge import INF, TokenTable, merge_pieces
 from .rank_merge import LONG_PIECE, byte_pair_encode, merge_small
 
-CACHE_LIMIT = 1 << 19  # pieces remembered beyond the tokens; then the cache is emptied (back to the tokens)
+CACHE_LIMIT = 1 << 19  # pieces remembered; then the cache is emptied
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
 PROBE_BLOCK = 1 << 10  # characters of a long text's first block while the token table is undecided
 MAX_CACHED_PIECE = 256  # characters; a rare huge piece is not worth its memory
@@ -61,30 +64,19 @@ class _Room:
     """The cache's bound on memory, shared by both kinds of cache."""
 
     def make_room(self, n: int) -> None:
-        """Back to the tokens when ``n`` more pieces would pass the limit."""
-        if len(self) + n > CACHE_LIMIT + len(self.base):
+        """Empty the cache when ``n`` more pieces would pass the limit."""
+        if len(self) + n > CACHE_LIMIT:
             self.clear()
-            self.update(self.base)
 
 
 class PieceCache(_Room, dict):
     """piece -> tuple of ids; a missing piece is merged (``merge(piece)``), remembered and returned."""
 
-    def __init__(self, ranks: dict[bytes, int], merge: Callable[[str], tuple[int, ...]]):
+    def __init__(self, merge: Callable[[str], tuple[int, ...]]):
         super().__init__()
         self.merge = merge
-        base: dict[str, tuple[int]] = {}
-        for b, i in ranks.items():
-            try:
-                base[b.decode("utf-8")] = (i,)
-            except UnicodeDecodeError:
-                pass
-        self.base = base
-        self.update(base)
-        self.missed = 0  # pieces merged by __missing__
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
-        self.missed += 1
         ids = self.merge(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             self.make_room(1)
@@ -99,7 +91,6 @@ class BatchCache(_Room, defaultdict):
 
     def __init__(self, cache: PieceCache):
         super().__init__(list, cache)
-        self.base = cache.base
         self.settled = len(self)  # keys before the pending ones
 
     @property
@@ -126,9 +117,10 @@ class PieceEncoder:
         self.clear()
 
     def clear(self) -> None:
-        """Empty the piece cache (back to the tokens that are whole UTF-8 text)."""
+        """Empty the piece cache."""
         method = weakref.WeakMethod(self._merge_one)  # the cache is this encoder's: no cycle through it
-        self.cache = PieceCache(self.ranks, lambda piece: method()(piece))
+        self.cache = PieceCache(lambda piece: method()(piece))
+        self.merged = 0  # pieces merged one by one (not those that spell a token)
         if self._table:
             self.cache = BatchCache(self.cache)
 
@@ -172,7 +164,7 @@ class PieceEncoder:
             done += len(block)
             # Worth it once the pieces merged one by one, projected over all the text at the rate
             # seen so far, reach table_after.
-            if self._table is None and cache.missed * n_chars >= self.table_after * done:
+            if self._table is None and self.merged * n_chars >= self.table_after * done:
                 self._token_table()
             if self._table:  # built just now, or for a long piece (_merge_one)
                 self._batched(jobs)
@@ -238,7 +230,7 @@ class PieceEncoder:
 
     def _fill(self, pieces: list[str], lists: list[list[int]], lens: np.ndarray) -> None:
         """Extend each list with the ids of its piece (the pieces distinct, ``lens`` their lengths in
-        characters: int64, (len(pieces),)): merged by NumPy
+        characters: int64, (len(pieces),)): the token a piece spells, else merged by NumPy
         together, the long ones (and all of them when they hold escaped bytes, whose byte counts
         differ) one by one."""
         one_by_one = self._merge_one
@@ -257,12 +249,23 @@ class PieceEncoder:
             first = np.flatnonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80)
             ends = np.append(first, len(data))[ends]
         sizes = np.diff(ends, prepend=0)
-        if sizes.max() >= BATCH_MAX_BYTES or sizes.min() == 0:
-            keep = (sizes < BATCH_MAX_BYTES) & (sizes > 0)
-            alone = (~keep).tolist()
-            deque(map(list.extend, compress(lists, alone), map(one_by_one, compress(pieces, alone))), maxlen=0)
+        token = self._table.spans(data, span_words(np.frombuffer(data, np.uint8)).astype(np.uint64),
+                                  ends - sizes, ends)
+        keep = token == INF  # the pieces to merge
+        if not keep.all():
+            spelled = (~keep).tolist()
+            deque(map(list.append, compress(lists, spelled), token[~keep].tolist()), maxlen=0)
+        alone = keep & ((sizes >= BATCH_MAX_BYTES) | (sizes == 0))
+        if alone.any():
+            alone_list = alone.tolist()
+            deque(map(list.extend, compress(lists, alone_list), map(one_by_one, compress(pieces, alone_list))),
+                  maxlen=0)
+            keep &= ~alone
+        if not keep.all():
             lists = list(compress(lists, keep.tolist()))
             sizes, ends = sizes[keep], ends[keep]
+            if not lists:
+                return
         # Longest first (merge_pieces reads only the front that is still merging): the bytes are
         # gathered piece by piece in that order.
         order = np.argsort(-sizes, kind="stable")
@@ -283,9 +286,14 @@ class PieceEncoder:
         deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))), maxlen=0)
 
     def _merge_one(self, piece: str) -> tuple[int, ...]:
-        """The ids of one piece merged alone: by merge_small, or a long one by merge_long, whose large
-        levels read the token table (built now for a piece of TABLE_PIECE bytes or more)."""
+        """The ids of one piece alone: the token it spells, else merged by merge_small, or a long one
+        by merge_long, whose large levels read the token table (built now for a piece of
+        TABLE_PIECE bytes or more)."""
         b = utf8(piece)
+        token = self.ranks.get(b)
+        if token is not None:
+            return (token,)
+        self.merged += 1
         if len(b) < LONG_PIECE:
             return tuple(merge_small(self.ranks, b))
         if len(b) >= TABLE_PIECE and self._table is None:

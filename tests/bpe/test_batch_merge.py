@@ -183,7 +183,7 @@ def test_an_error_while_batching_leaves_no_unfilled_list_in_the_cache(tok4, alwa
     with pytest.raises(KeyboardInterrupt):
         fresh.encode_ordinary(text)
     enc.findall = real
-    assert len(enc.cache) > len(enc.cache.base)  # blocks were encoded before the error
+    assert len(enc.cache) > 0  # blocks were encoded before the error
     assert not [p for p, ids in enc.cache.items() if not ids] and not enc.cache.pending  # none left unfilled
     assert fresh.encode_ordinary(text) == tiktoken.Encoding(
         "t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks, special_tokens={}).encode_ordinary(text)
@@ -206,3 +206,27 @@ def test_the_token_table_reads_every_row_of_a_crowded_bucket(tok4, odd_ranks, mo
         assert after == [ranks.get(data[s:e + 1], INF) for s, e in zip(pos[:-2], pos[1:-1])]
         short = spans_of(table, data, [p + 1 for p in pos[:-1]], pos[1:])
         assert short == [ranks.get(t[1:], INF) for t in toks]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_piece_that_spells_a_token_is_that_token_even_where_merging_cannot_reach_it(
+        tok4, monkeypatch, request, batched):
+    # Tokens that no merge makes (no pair of their parts is a token): tiktoken looks a piece up
+    # whole before merging it, and so must both of our paths.
+    ranks = dict(tok4.mergeable_ranks)
+    odd = [b"\x01\x02\x03", b" \x01\x02\x03\x04", "\u0111\u0127\u0167".encode()]
+    for t in odd:
+        ranks[t] = len(ranks)
+        assert merge_small(ranks, t) != [ranks[t]]
+    if batched:
+        request.getfixturevalue("always_batch")
+    else:  # the table never pays: every piece merged one by one
+        monkeypatch.setattr(piece_encoder, "TABLE_COST", 1)
+    odd_text = "\x01\x02\x03x \x01\x02\x03\x04\n\u0111\u0127\u0167 \x01\x02\x03\x04 "
+    text = PROSE + "x" * 1024 + odd_text  # batched: past the first block (PROBE_BLOCK), which goes one by one
+    fresh = Tokenizer(ranks, tok4.pattern)
+    theirs = tiktoken.Encoding("t", pat_str=tok4.pattern, mergeable_ranks=ranks, special_tokens={})
+    ids = fresh.encode_ordinary(text)
+    assert ids == theirs.encode_ordinary(text)
+    assert all(ranks[t] in ids for t in odd)
+    assert (fresh._ordinary._table not in (None, False)) == batched
