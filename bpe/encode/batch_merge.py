@@ -51,6 +51,12 @@ def _sorting(values: np.ndarray, bits: int) -> np.ndarray:
     return order
 
 
+def _among(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_values`` (sorted, int64): bool, like ``values``."""
+    i = np.minimum(sorted_values.searchsorted(values), max(sorted_values.size - 1, 0))
+    return sorted_values[i] == values if sorted_values.size else np.zeros(values.size, dtype=bool)
+
+
 def _mix(hi: np.ndarray, lo: np.ndarray, size: np.ndarray) -> np.ndarray:
     """An int64 hash of 16 zero-padded bytes and their length (equal strings, equal hashes)."""
     return (hi * HASH_MUL ^ lo).view(np.int64) ^ size
@@ -74,12 +80,12 @@ class TokenTable:
         if ids.max() >= INF:
             raise ValueError(f"ids up to {ids.max()} do not fit the packed keys of the NumPy merge")
         self.ranks = ranks
-        size = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
-        starts = np.cumsum(size) - size
+        size_all = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        starts = np.cumsum(size_all) - size_all
         words = span_words(np.frombuffer(b"".join(toks), dtype=np.uint8))
-        short = np.flatnonzero(size <= _SHORT)
+        short = np.flatnonzero(size_all <= _SHORT)
         # Each token of up to 16 bytes as its two words, read and masked as a span's are.
-        size, rank = size[short], ids[short]
+        size, rank = size_all[short], ids[short]
         hi = np.take(words, starts[short]) & _HI_MASK[size]  # take: fancy indexing is slower on the strided view
         lo = np.take(words[WORD:], starts[short]) & _LO_MASK[size]
         self.byte_id = np.zeros(256, dtype=np.int64)
@@ -91,6 +97,11 @@ class TokenTable:
         two = size == 2
         self.byte_pair[(hi[two] >> np.uint64(48)).astype(np.int64)] = rank[two]
         self._build(_mix(hi, lo, size), hi, lo, rank << _SIZE_BITS | size)
+        # The longer tokens' hashes (of their first 16 bytes and their length), sorted: a longer
+        # span is looked up in ``ranks`` only when its hash is among them.
+        long = np.flatnonzero(size_all > _SHORT)
+        self._long = np.sort(_mix(np.take(words, starts[long]), np.take(words[WORD:], starts[long]),
+                                  size_all[long]))
 
     def _build(self, key: np.ndarray, hi: np.ndarray, lo: np.ndarray, meta: np.ndarray) -> None:
         """The rows (hi, lo, meta: rank << 5 | length, with NEXT where the next row is in the same
@@ -131,8 +142,11 @@ class TokenTable:
             out[more], hit, meta = self._match(row, hi[more], lo[more], size[more])
             go = ~hit & (meta >= NEXT)
             more, row = more[go], row[go]
-        for i in np.flatnonzero(size > _SHORT).tolist():  # rare: looked up by their bytes
-            out[i] = self.ranks.get(data[start[i]:end[i]], INF)
+        longer = np.flatnonzero(size > _SHORT)
+        if longer.size:  # looked up by their bytes where a longer token hashes alike
+            longer = longer[_among(_mix(hi[longer], lo[longer], size[longer]), self._long)]
+            for i, a, b in zip(longer.tolist(), start[longer].tolist(), end[longer].tolist()):
+                out[i] = self.ranks.get(data[a:b], INF)
         return out
 
     def reader(self, data: bytes) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
