@@ -70,14 +70,21 @@ class _Room:
 
 
 class PieceCache(_Room, dict):
-    """piece -> tuple of ids; a missing piece is merged (``merge(piece)``), remembered and returned."""
+    """piece -> tuple of ids; a missing piece that spells a token (``ranks``) is that token, any
+    other is merged (``merge(piece)``); either is remembered and returned."""
 
-    def __init__(self, merge: Callable[[str], tuple[int, ...]]):
+    def __init__(self, ranks: dict[bytes, int], merge: Callable[[str], tuple[int, ...]]):
         super().__init__()
-        self.merge = merge
+        self.ranks, self.merge = ranks, merge
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
-        ids = self.merge(piece)
+        # A text's first pieces all miss, most of them tokens: their lookup is written out here
+        # (utf8's, without its calls), the merge is called only for the others.
+        try:
+            token = self.ranks.get(piece.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # lone surrogates: the merge repairs them (utf8)
+            token = None
+        ids = (token,) if token is not None else self.merge(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             self.make_room(1)
             self[piece] = ids
@@ -119,7 +126,7 @@ class PieceEncoder:
     def clear(self) -> None:
         """Empty the piece cache."""
         method = weakref.WeakMethod(self._merge_one)  # the cache is this encoder's: no cycle through it
-        self.cache = PieceCache(lambda piece: method()(piece))
+        self.cache = PieceCache(self.ranks, lambda piece: method()(piece))
         self.merged = 0  # pieces merged one by one (not those that spell a token)
         if self._table:
             self.cache = BatchCache(self.cache)
