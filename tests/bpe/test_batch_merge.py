@@ -208,7 +208,7 @@ def test_the_token_table_reads_every_row_of_a_crowded_bucket(tok4, odd_ranks, mo
         assert short == [ranks.get(t[1:], INF) for t in toks]
 
 
-@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("batched", [False, True, "few"])
 def test_a_piece_that_spells_a_token_is_that_token_even_where_merging_cannot_reach_it(
         tok4, monkeypatch, request, batched):
     # Tokens that no merge makes (no pair of their parts is a token): tiktoken looks a piece up
@@ -218,8 +218,10 @@ def test_a_piece_that_spells_a_token_is_that_token_even_where_merging_cannot_rea
     for t in odd:
         ranks[t] = len(ranks)
         assert merge_small(ranks, t) != [ranks[t]]
-    if batched:
+    if batched:  # "few": a batch's pieces fewer than BATCH_MIN, so merged one by one
         request.getfixturevalue("always_batch")
+        if batched == "few":
+            monkeypatch.setattr(piece_encoder, "BATCH_MIN", 1 << 30)
     else:  # the table never pays: every piece merged one by one
         monkeypatch.setattr(piece_encoder, "TABLE_COST", 1)
     odd_text = "\x01\x02\x03x \x01\x02\x03\x04\n\u0111\u0127\u0167 \x01\x02\x03\x04 "
@@ -229,4 +231,4 @@ def test_a_piece_that_spells_a_token_is_that_token_even_where_merging_cannot_rea
     ids = fresh.encode_ordinary(text)
     assert ids == theirs.encode_ordinary(text)
     assert all(ranks[t] in ids for t in odd)
-    assert (fresh._ordinary._table not in (None, False)) == batched
+    assert (fresh._ordinary._table not in (None, False)) == bool(batched)
