@@ -5,8 +5,9 @@ the results.
 tuple of its ids. It starts empty and holds only the pieces met, in the order first met: a
 lookup's cost is the memory it touches, and the pieces a text uses most are then near each
 other (a cache that starts with every token keeps the common pieces among 100,000 others). A
-piece equal to a token encodes to that token, as in tiktoken, whether it is merged alone
-(``_merge_one``) or in a batch (``_fill``). A block of text costs a ``findall``, one lookup per piece
+piece equal to a token encodes to that token, as in tiktoken, whether it is met alone (the
+cache's ``__missing__``, and ``_merge_one``) or in a batch (``_fill``). A block of text costs a
+``findall``, one lookup per piece
 (``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
