@@ -166,13 +166,15 @@ class PieceEncoder:
         if self._table:
             self._batched(jobs)
             return
-        done = 0
+        done, before = 0, self.merged
         for out, block in jobs:
             _extend(out, map(cache.__getitem__, find(block)))
             done += len(block)
-            # Worth it once the pieces merged one by one, projected over all the text at the rate
-            # seen so far, reach table_after.
-            if self._table is None and self.merged * n_chars >= self.table_after * done:
+            # Worth it once the pieces merged one by one reach table_after: those of earlier calls,
+            # and this call's projected over the rest of its text at its rate so far (a call with
+            # no new piece, or no text, builds nothing).
+            if self._table is None and done and (
+                    self.merged * done + (self.merged - before) * (n_chars - done) >= self.table_after * done):
                 self._token_table()
             if self._table:  # built just now, or for a long piece (_merge_one)
                 self._batched(jobs)

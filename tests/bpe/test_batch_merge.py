@@ -232,3 +232,23 @@ def test_a_piece_that_spells_a_token_is_that_token_even_where_merging_cannot_rea
     assert ids == theirs.encode_ordinary(text)
     assert all(ranks[t] in ids for t in odd)
     assert (fresh._ordinary._table not in (None, False)) == bool(batched)
+
+
+def test_the_token_table_is_built_once_the_merges_of_all_calls_would_pay_for_it(tok4, monkeypatch):
+    # table_after = 1199 mergeable tokens // 100 = 11 pieces merged one by one
+    monkeypatch.setattr(piece_encoder, "TABLE_COST", 100)
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    enc = fresh._ordinary
+    assert enc.table_after == 11
+    fresh.encode_ordinary("")
+    assert enc._table is None  # no text, no merge: nothing to pay for
+    words = ["qzx" + chr(0x430 + i) * 2 for i in range(20)]  # new pieces, none a token
+    text = "".join(" " + w for w in words[:5])
+    fresh.encode_ordinary(text)
+    merged = enc.merged
+    assert 0 < merged < enc.table_after and enc._table is None
+    fresh.encode_ordinary(text * 40)  # longer, but no new piece: still none
+    assert enc.merged == merged and enc._table is None
+    more = words[5:5 + enc.table_after - merged]  # too few alone; with the earlier calls', enough
+    fresh.encode_ordinary("".join(" " + w for w in more))
+    assert enc.merged == enc.table_after and enc._table not in (None, False)
