@@ -13,9 +13,9 @@ all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
 - one by one in Python (``rank_merge``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;
-- together, by ``batch_merge`` in NumPy, once the pieces it has merged one by one, projected over the
-  text at hand, cost about as much as building the token table that batch merging needs
-  (``table_after`` pieces): from then on a missing piece
+- together, by ``batch_merge`` in NumPy, once the pieces it has merged one by one (in earlier calls,
+  and in this one projected over the rest of its text) cost about as much as building the token
+  table that batch merging needs (``table_after`` pieces): from then on a missing piece
   gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
   BATCH_TARGET new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into their lists (which
   the cache keeps as their ids), and the waiting ids are joined (``extend`` reads a filled list
