@@ -80,7 +80,10 @@ class TokenTable:
         if ids.max() >= INF:
             raise ValueError(f"ids up to {ids.max()} do not fit the packed keys of the NumPy merge")
         self.ranks = ranks
-        size_all = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        try:  # the lengths as one byte each: bytes() reads them in a C loop, twice as fast as fromiter
+            size_all = np.frombuffer(bytes(map(len, toks)), dtype=np.uint8).astype(np.int64)
+        except ValueError:  # a token of 256 bytes or more
+            size_all = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
         starts = np.cumsum(size_all) - size_all
         words = span_words(np.frombuffer(b"".join(toks), dtype=np.uint8))
         short = np.flatnonzero(size_all <= _SHORT)
