@@ -35,10 +35,11 @@ def by_batch(table, batch):
 
 @pytest.fixture(scope="module")
 def odd_ranks():
-    """Ids in no particular order, with gaps, tokens holding and ending in zero bytes, and a
-    token longer than the 16 bytes compared in NumPy."""
+    """Ids in no particular order, with gaps, tokens holding and ending in zero bytes, tokens
+    longer than the 16 bytes compared in NumPy, one longer than a byte can count."""
     toks = [bytes([i]) for i in range(256)] + [b"\x00\x00", b"a\x00", b"aa", b"aaa", b"ab", b"abab", b"  ",
-                                                 b"    ", b"\xff\xfe", b"ba", b"a" * 20, b"a" * 10, b"aaaaa"]
+                                                 b"    ", b"\xff\xfe", b"ba", b"a" * 20, b"a" * 10, b"aaaaa",
+                                                 b"ab" * 150]
     ids = np.random.default_rng(0).permutation(len(toks) * 3)[: len(toks)]
     return {t: int(i) for t, i in zip(toks, ids)}
 
