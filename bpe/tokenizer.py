@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import AbstractSet
 
 from .encode.piece_encoder import PieceEncoder
-from .encode.special import Allowed, Disallowed, check_disallowed, special_policy
+from .encode.special import Allowed, Disallowed, check_disallowed, encode_with_specials, special_policy
 from .files.schema import id_limit, token_id
 from .split.patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
 from .text import alternation, repair_surrogates
@@ -172,16 +172,8 @@ class Tokenizer:
         text = repair_surrogates(text)
         if not allowed:
             return self._ordinary(text)
-        out: list[int] = []
-        pos = 0
-        for m in self._special_re(allowed).finditer(text):
-            if m.start() > pos:
-                out += self._ordinary(text[pos : m.start()])
-            out.append(self._special[m.group()])
-            pos = m.end()
-        if pos < len(text):
-            out += self._ordinary(text[pos:])
-        return out
+        return encode_with_specials(self._ordinary.encode_many, [text], self._special_re(allowed).finditer,
+                                    self._special)[0]
 
     def encode_batch(self, texts: Iterable[str], *, num_threads: int | None = None,
                      allowed_special: Allowed = frozenset(), disallowed_special: Disallowed = "all",

@@ -34,7 +34,7 @@ import numpy as np
 from ..text import repair_surrogates
 from ..workers import default_workers
 from .int_objects import id_lists
-from .special import check_disallowed, special_policy
+from .special import check_disallowed, encode_with_specials, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
 RETURN_COST = 1 / 16  # the cost of sending a worker's ids back, as a share of encoding its characters
@@ -108,36 +108,8 @@ def _encode_prepared(tok, texts: list[str], allowed: set[str]) -> list[list[int]
     encoder = tok._ordinary  # noqa: SLF001 - the tokenizer's piece encoder and its cache
     if not allowed:
         return encoder.encode_many(texts)
-    special, finditer = tok.special_tokens, tok._special_re(allowed).finditer  # noqa: SLF001
-    parts: list[str] = []  # the ordinary text of every text, in order
-    layouts: list[list[int | None]] = []  # per text: a special token's id, or None for the next part
-    for t in texts:
-        layout: list[int | None] = []
-        pos = 0
-        for m in finditer(t):
-            if m.start() > pos:
-                parts.append(t[pos:m.start()])
-                layout.append(None)
-            layout.append(special[m.group()])
-            pos = m.end()
-        if pos < len(t) or not layout:
-            parts.append(t[pos:])
-            layout.append(None)
-        layouts.append(layout)
-    ordinary = iter(encoder.encode_many(parts))
-    out = []
-    for layout in layouts:
-        if layout == [None]:
-            out.append(next(ordinary))
-            continue
-        ids: list[int] = []
-        for item in layout:
-            if item is None:
-                ids += next(ordinary)
-            else:
-                ids.append(item)
-        out.append(ids)
-    return out
+    return encode_with_specials(encoder.encode_many, texts, tok._special_re(allowed).finditer,  # noqa: SLF001
+                                tok.special_tokens)
 
 
 def _id_dtype(tok) -> type:

@@ -8,7 +8,7 @@ Any other string is refused: ``"none"`` is not read as the set of its characters
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import AbstractSet, Literal
 
 import regex
@@ -69,3 +69,41 @@ def check_disallowed(text: str, finder: regex.Pattern | None) -> None:
         m = finder.search(text)
         if m:
             raise DisallowedSpecialError(m.group(), m.start())
+
+
+def encode_with_specials(encode_many: Callable[[list[str]], list[list[int]]], texts: list[str],
+                         finditer: Callable[[str], Iterator[regex.Match]], special: Mapping[str, int],
+                         ) -> list[list[int]]:
+    """The ids of each of ``texts``: the text between the special tokens that ``finditer`` finds (the
+    allowed ones) encoded by ``encode_many`` all together, so that the new pieces of every part are
+    merged together (a text of many documents between special tokens costs what one would); each
+    special token's id (``special``) in its place."""
+    parts: list[str] = []  # the ordinary text of every text, in order
+    layouts: list[list[int | None]] = []  # per text: a special token's id, or None for the next part
+    for t in texts:
+        layout: list[int | None] = []
+        pos = 0
+        for m in finditer(t):
+            if m.start() > pos:
+                parts.append(t[pos:m.start()])
+                layout.append(None)
+            layout.append(special[m.group()])
+            pos = m.end()
+        if pos < len(t) or not layout:
+            parts.append(t[pos:])
+            layout.append(None)
+        layouts.append(layout)
+    ordinary = iter(encode_many(parts))
+    out = []
+    for layout in layouts:
+        if layout == [None]:
+            out.append(next(ordinary))
+            continue
+        ids: list[int] = []
+        for item in layout:
+            if item is None:
+                ids += next(ordinary)
+            else:
+                ids.append(item)
+        out.append(ids)
+    return out

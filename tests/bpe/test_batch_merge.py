@@ -253,3 +253,21 @@ def test_the_token_table_is_built_once_the_merges_of_all_calls_would_pay_for_it(
     more = words[5:5 + enc.table_after - merged]  # too few alone; with the earlier calls', enough
     fresh.encode_ordinary("".join(" " + w for w in more))
     assert enc.merged == enc.table_after and enc._table not in (None, False)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_text_of_many_documents_between_special_tokens_equals_tiktoken(tok4, corpus_texts, monkeypatch,
+                                                                          request, batched):
+    # Its ordinary parts are encoded together (their new pieces merged in common batches).
+    if batched:
+        request.getfixturevalue("always_batch")
+    eot, fim = "<|endoftext|>", "<|fim|>"
+    docs = [t[:400] for t in corpus_texts[:12]] + ["", "x", PROSE[:300]]
+    text = eot + eot.join(docs) + fim + eot + eot + "é 字" + fim
+    theirs = tiktoken.Encoding("t", pat_str=tok4.pattern, mergeable_ranks=tok4.mergeable_ranks,
+                               special_tokens=tok4.special_tokens)
+    for allowed, disallowed in [("all", "all"), ({eot}, ()), (set(), ())]:
+        fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern, tok4.special_tokens)
+        ids = fresh.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+        assert ids == theirs.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+    assert ids == fresh.encode_ordinary(text)
