@@ -1,10 +1,14 @@
-"""Encoding, tiktoken's special-token policy: which special-token text becomes its id, which is refused.
+"""Encoding, special tokens: tiktoken's policy (which special-token text becomes its id, which is
+refused), and texts that hold them.
 
 ``allowed_special``: the special tokens whose text in the input becomes their id: ``"all"``
 or a set of their strings (default: none). ``disallowed_special``: strings whose presence in
 the input raises ``DisallowedSpecialError``: ``"all"`` (every special token not allowed, the
 default) or a collection of strings (``()`` encodes special-token text as ordinary text).
 Any other string is refused: ``"none"`` is not read as the set of its characters.
+
+``encode_with_specials`` encodes texts that hold allowed special tokens: the ordinary text between
+them all together, each special token's id in its place (``Tokenizer.encode`` and ``encode_batch``).
 """
 from __future__ import annotations
 
