@@ -6,7 +6,7 @@ tuple of its ids. It starts empty and holds only the pieces met, in the order fi
 lookup's cost is the memory it touches, and the pieces a text uses most are then near each
 other (a cache that starts with every token keeps the common pieces among 100,000 others). A
 piece equal to a token encodes to that token, as in tiktoken, whether it is met alone (the
-cache's ``__missing__``, and ``_merge_one``) or in a batch (``_fill``). A block of text costs a
+cache's ``__missing__``, and ``rank_merge.byte_pair_encode``) or in a batch (``_fill``). A block of text costs a
 ``findall``, one lookup per piece
 (``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
 all in C. A piece not seen yet is merged in one of two ways, with the same ids:
@@ -38,7 +38,7 @@ from ..split.patterns import segment_cut
 from ..split.twins import chunk_finder
 from ..text import span_words, utf8
 from .batch_merge import INF, TokenTable, merge_pieces
-from .rank_merge import LONG_PIECE, byte_pair_encode, merge_small
+from .rank_merge import LONG_PIECE, byte_pair_encode
 
 CACHE_LIMIT = 1 << 19  # pieces remembered; then the cache is emptied
 ENCODE_BLOCK = 1 << 13  # characters per regex call on long texts: bounds the memory of the pieces
@@ -79,12 +79,9 @@ class PieceCache(_Room, dict):
         self.ranks, self.merge = ranks, merge
 
     def __missing__(self, piece: str) -> tuple[int, ...]:
-        # A text's first pieces all miss, most of them tokens: their lookup is written out here
-        # (utf8's, without its calls), the merge is called only for the others.
-        try:
-            token = self.ranks.get(piece.encode("utf-8", "surrogateescape"))
-        except UnicodeEncodeError:  # lone surrogates: the merge repairs them (utf8)
-            token = None
+        # A text's first pieces all miss, most of them tokens: those are looked up here, and the
+        # merge's calls are made only for the others.
+        token = self.ranks.get(utf8(piece))
         ids = (token,) if token is not None else self.merge(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             self.make_room(1)
@@ -296,19 +293,18 @@ class PieceEncoder:
         deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))), maxlen=0)
 
     def _merge_one(self, piece: str) -> tuple[int, ...]:
-        """The ids of one piece alone: the token it spells, else merged by merge_small, or a long one
-        by merge_long, whose large levels read the token table (built now for a piece of
+        """The ids of one piece alone (``rank_merge.byte_pair_encode``: the token it spells, else
+        merged); a long one's large levels read the token table (built now for a piece of
         TABLE_PIECE bytes or more)."""
         b = utf8(piece)
-        token = self.ranks.get(b)
-        if token is not None:
-            return (token,)
-        self.merged += 1
-        if len(b) < LONG_PIECE:
-            return tuple(merge_small(self.ranks, b))
-        if len(b) >= TABLE_PIECE and self._table is None:
-            self._token_table()
-        return tuple(byte_pair_encode(self.ranks, b, self._table.reader(b) if self._table else None))
+        spans = None
+        if len(b) >= LONG_PIECE:
+            if len(b) >= TABLE_PIECE and self._table is None:
+                self._token_table()
+            spans = self._table.reader(b) if self._table else None
+        ids = byte_pair_encode(self.ranks, b, spans)
+        self.merged += len(ids) != 1  # one id: the piece spells a token (a merge ends in two or more)
+        return tuple(ids)
 
     def _token_table(self) -> bool:
         """Build the token table and start batching; False when it cannot be built for these ranks."""
