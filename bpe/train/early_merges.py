@@ -200,7 +200,8 @@ class ArrayMerges:
             p = self._formed(a, b)
         if p.size < FEW:
             tok, nxt = self._views[:2]
-            return np.array([i for i in p.tolist() if tok[i] == a and tok[nxt[i]] == b], dtype=p.dtype)
+            return np.array([i for i in p.tolist() if tok[i] == a and tok[nxt[i]] == b], dtype=np.intp)
+        p = p.astype(np.intp, copy=False)  # an int32 index is converted at each use: once here instead
         return p[(tok[p] == a) & (tok[nxt[p]] == b)]  # no next token (-1): the sentinel's -1
 
     def _formed(self, a: int, b: int) -> np.ndarray:
@@ -233,8 +234,9 @@ class ArrayMerges:
         if p.size == 0:
             return EMPTY64, EMPTY64
         n = p.size
-        q, l = nxt[p], prv[p]
-        r = nxt[q]
+        p = p.astype(np.intp, copy=False)  # each array below indexes twice or more: converted once
+        q, l = nxt[p].astype(np.intp, copy=False), prv[p].astype(np.intp, copy=False)
+        r = nxt[q].astype(np.intp, copy=False)
         # link[i + 1]: occurrence i + 1 starts right after occurrence i (q[i] is l[i + 1], and
         # r[i] is p[i + 1]). after: the previous occurrence ends just before; before: the next
         # one starts just after.
@@ -333,11 +335,11 @@ class ArrayMerges:
         if gained.size == 0:
             return EMPTY64, EMPTY64
         sides = gained >> POS
-        starts = (gained & POS_MASK).astype(self.nxt.dtype)
+        starts = gained & POS_MASK
         first = run_starts(sides).nonzero()[0]
         sides = sides[first]
-        self.made[c] = (sides, first, starts)
-        return sides, np.add.reduceat(self.counts[self.chunk[starts]], first)
+        self.made[c] = (sides, first, starts.astype(self.nxt.dtype))
+        return sides, np.add.reduceat(self.counts[self.chunk[starts].astype(np.intp, copy=False)], first)
 
     # ---- handing over to the Python loop ------------------------------------------------
 
