@@ -33,6 +33,9 @@ POS_MASK = (1 << POS) - 1
 # memoryviews of the arrays, which read and write single ints: an array pass costs microseconds
 # however few the positions, and a merge makes dozens.
 FEW = 48
+# A merge whose pairs made have fewer distinct neighbours than this counts them in Python
+# (``_account``): a few dict operations each, where the array form makes two dozen calls.
+FEW_SIDES = 64
 
 
 def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -217,10 +220,10 @@ class ArrayMerges:
             return EMPTY
         return where[first[i] : first[i + 1] if i + 1 < first.size else where.size]
 
-    def merge(self, key: int, c: int, p: np.ndarray, floor: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def merge(self, key: int, c: int, p: np.ndarray, floor: int = 1) -> tuple[list[int], list[int]]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
         Returns the pairs whose count grew (those holding ``c``) counted ``floor`` times or more,
-        and their counts, int64 arrays for the heap; ``pairs`` of the merged pair is left to the
+        and their counts, lists of ints for the heap; ``pairs`` of the merged pair is left to the
         caller."""
         a, b = key >> SHIFT, key & MASK
         if p.size < FEW:
@@ -232,7 +235,7 @@ class ArrayMerges:
             i = np.arange(p.size)
             p = p[(i - np.maximum.accumulate(np.where(chained, 0, i))) % 2 == 0]
         if p.size == 0:
-            return EMPTY64, EMPTY64
+            return [], []
         n = p.size
         p = p.astype(np.intp, copy=False)  # each array below indexes twice or more: converted once
         q, l = nxt[p].astype(np.intp, copy=False), prv[p].astype(np.intp, copy=False)
@@ -259,6 +262,8 @@ class ArrayMerges:
         nxt[p] = r
         prv[r] = p
         sides, grown_n = self._index_made(c, gained)
+        if sides.size < FEW_SIDES:
+            return self._account(a, b, c, sides.tolist(), grown_n.tolist(), floor)
         grown, right = _side_pairs(sides, c)
         lost, lost_n = _lost(a, b, c, sides, grown, right, grown_n)
         # The counts read, summed and written back in C (map, NumPy, dict.update), not by a Python
@@ -269,11 +274,11 @@ class ArrayMerges:
         kept = old >= 0  # the others were counted below the floor and dropped
         pairs.update(zip(compress(lost, kept.tolist()), (old + lost_n)[kept].tolist()))
         kept = grown_n >= floor
-        grown, grown_n = grown[kept], grown_n[kept]
-        pairs.update(zip(grown.tolist(), grown_n.tolist()))
+        grown, grown_n = grown[kept].tolist(), grown_n[kept].tolist()
+        pairs.update(zip(grown, grown_n))
         return grown, grown_n
 
-    def _merge_few(self, a: int, b: int, c: int, p: list[int], floor: int) -> tuple[np.ndarray, np.ndarray]:
+    def _merge_few(self, a: int, b: int, c: int, p: list[int], floor: int) -> tuple[list[int], list[int]]:
         """``merge`` one occurrence at a time, left to right, on the arrays' memoryviews: the same
         links, index, counts and result. An occurrence whose a is gone was taken by the one before
         (a run of a pair (a, a)); one that the next follows at once makes no (c, y), and the next
@@ -305,11 +310,16 @@ class ArrayMerges:
             self.made[c] = (np.array([sides[j] for j in first], dtype=np.int64),
                             np.array(first, dtype=np.int64),
                             np.array([g & POS_MASK for g in gained], dtype=self.nxt.dtype))
-        # Each side's pair, and what it lost, as _side_pairs and _lost read them off the arrays
+        sides = sorted(made)
+        return self._account(a, b, c, sides, list(map(made.__getitem__, sides)), floor)
+
+    def _account(self, a: int, b: int, c: int, sides: list[int], made: list[int], floor: int,
+                 ) -> tuple[list[int], list[int]]:
+        """``merge``'s counts of a merge of few sides in Python: each side's pair made (``made``, its
+        weight) and the pair it lost, as _side_pairs and _lost read them off the arrays."""
         lost: dict[int, int] = {}
         grown, grown_n = [], []
-        for side in sorted(made):
-            n = made[side]
+        for side, n in zip(sides, made):
             if side >= RIGHT:  # (c, y) made, (b, y) lost
                 k, gone = c << SHIFT | side & MASK, b << SHIFT | side & MASK
             else:  # (x, c) made, (x, a) lost; (c, c): the (b, a) between two occurrences
@@ -324,7 +334,7 @@ class ArrayMerges:
             if old is not None:  # else counted below the floor and dropped
                 pairs[k] = old - n
         pairs.update(zip(grown, grown_n))
-        return np.array(grown, dtype=np.int64), np.array(grown_n, dtype=np.int64)
+        return grown, grown_n
 
     def _index_made(self, c: int, gained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour

@@ -145,7 +145,7 @@ def train_merges(
             if mean >= array_min:
                 grown, n = early.merge(key, C, at, floor)
                 # in Python ints: in int64, counts from 2**21 on would overflow the entries
-                for k, n in zip(grown.tolist(), n.tolist()):
+                for k, n in zip(grown, n):
                     heappush(heap, k - (n << COUNT))
                 listed, new = (), {}
             else:  # the Python loop takes over from this merge on
