@@ -36,6 +36,10 @@ FEW = 48
 # A merge whose pairs made have fewer distinct neighbours than this counts them in Python
 # (``_account``): a few dict operations each, where the array form makes two dozen calls.
 FEW_SIDES = 64
+# A merge at this many positions or more sorts the pairs it made by a radix sort of 16-bit sides
+# (tokens below SIDE16 - 1), not by a sort of int64 keys.
+RADIX_MIN = 1024
+SIDE16 = 1 << 15
 
 
 def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -257,11 +261,10 @@ class ArrayMerges:
         y = tok[r].astype(np.int64)
         y[before] = -1
         left_start = np.where(after, prv[l], l)
-        gained = np.concatenate((x << POS | left_start, (y | RIGHT) << POS | p))
         tok[p], tok[q] = c, -1
         nxt[p] = r
         prv[r] = p
-        sides, grown_n = self._index_made(c, gained)
+        sides, grown_n = self._index_made(c, x, left_start, y, p)
         if sides.size < FEW_SIDES:
             return self._account(a, b, c, sides.tolist(), grown_n.tolist(), floor)
         grown, right = _side_pairs(sides, c)
@@ -336,20 +339,37 @@ class ArrayMerges:
         pairs.update(zip(grown, grown_n))
         return grown, grown_n
 
-    def _index_made(self, c: int, gained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Index the pairs made with ``c`` (int64 ``side << POS | start``, side the neighbour
-        token, with RIGHT for pairs (c, y); negative: none) by side, starts increasing within one;
-        the distinct sides, increasing, and each one's total weight."""
-        gained.sort()  # unique values: starts in order within a side
-        gained = gained[int(gained.searchsorted(0)):]
-        if gained.size == 0:
+    def _index_made(self, c: int, x: np.ndarray, left: np.ndarray, y: np.ndarray, p: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Index the pairs made with ``c`` by side (the neighbour token, with RIGHT for pairs
+        (c, y)), starts increasing within one: (x, c) starting at ``left`` and (c, y) at ``p``, for
+        each occurrence (int64 arrays, p increasing; x or y -1: none). Returns the distinct sides,
+        increasing, and each one's total weight."""
+        n = p.size
+        if 2 * n < RADIX_MIN or c >= SIDE16 - 1:
+            gained = np.concatenate((x << POS | left, (y | RIGHT) << POS | p))
+            gained.sort()  # unique values: starts in order within a side
+            gained = gained[int(gained.searchsorted(0)):]
+            sides, starts = gained >> POS, gained & POS_MASK
+            weights = self.counts[self.chunk[starts].astype(np.intp, copy=False)]
+        else:
+            # The starts of each half are increasing already, so a stable sort by side alone puts
+            # them in order, and sides of 16 bits (RIGHT as the top one) sort by radix, in linear
+            # time. None (-1) becomes 0xFFFF, which sorts last.
+            key = np.concatenate((x, y | SIDE16)).astype(np.uint16)
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            m = int(key.searchsorted(0xFFFF))
+            order, key = order[:m], key[:m].astype(np.int64)
+            sides = (key & (SIDE16 - 1)) | (key >> 15) * RIGHT
+            starts = np.concatenate((left, p))[order]
+            weights = np.tile(self.counts[self.chunk[p].astype(np.intp, copy=False)], 2)[order]
+        if sides.size == 0:
             return EMPTY64, EMPTY64
-        sides = gained >> POS
-        starts = gained & POS_MASK
         first = run_starts(sides).nonzero()[0]
         sides = sides[first]
         self.made[c] = (sides, first, starts.astype(self.nxt.dtype))
-        return sides, np.add.reduceat(self.counts[self.chunk[starts].astype(np.intp, copy=False)], first)
+        return sides, np.add.reduceat(weights, first)
 
     # ---- handing over to the Python loop ------------------------------------------------
 

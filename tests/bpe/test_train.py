@@ -244,12 +244,14 @@ def test_merges_are_the_same_in_numpy_and_in_the_python_loop(chunks, n, minf):
     import bpe.train.early_merges as early_merges
 
     # array_min 0: every merge in early_merges (by arrays, few 0, or on their memoryviews, few
-    # large; the pairs made counted in NumPy, sides 0, or in Python, sides large); inf: the loop
-    # from the first; 3: a handover midway
+    # large; the pairs made sorted by radix, radix 0, and counted in NumPy, sides 0, or in
+    # Python, sides large); inf: the loop from the first; 3: a handover midway
     runs = []
-    for m, few, sides in ((0, 0, 0), (0, 0, 10**9), (0, 10**9, 0), (math.inf, 0, 0), (3, 0, 0), (3, 10**9, 0)):
+    for m, few, radix, sides in ((0, 0, 0, 0), (0, 0, 10**9, 0), (0, 0, 0, 10**9), (0, 10**9, 0, 0),
+                                 (math.inf, 0, 0, 0), (3, 0, 0, 0), (3, 10**9, 0, 0)):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(early_merges, "FEW", few)
+            mp.setattr(early_merges, "RADIX_MIN", radix)
             mp.setattr(early_merges, "FEW_SIDES", sides)
             runs.append(train_merges(chunks, n, minf, array_min=m))
     assert all(run == runs[0] for run in runs)
@@ -302,10 +304,12 @@ def test_a_merge_at_few_positions_leaves_the_arrays_index_and_counts_of_an_array
             break
         key = min(arrays.pairs, key=lambda k: (-arrays.pairs[k], k))
         got = []
-        # the arrays count the pairs made in NumPy too (FEW_SIDES 0), the views in Python
+        # the arrays sort the pairs made by radix (RADIX_MIN 0) and count them in NumPy too
+        # (FEW_SIDES 0), the views in Python
         for early, few in ((arrays, 0), (views, 10**9)):
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(early_merges, "FEW", few)
+                mp.setattr(early_merges, "RADIX_MIN", few)
                 mp.setattr(early_merges, "FEW_SIDES", few)
                 at = early.starts(key)
                 grown, counts = early.merge(key, c, at, floor)
