@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..radix import radix_order
 from ..text import HASH_MUL, HEAD_MASK, WORD, span_words
 from .rank_merge import merge_parts
 
@@ -39,16 +40,6 @@ _SIZE_MASK = (1 << _SIZE_BITS) - 1
 # The masks that keep the first L bytes (0..16) of a span's two big-endian words.
 _HI_MASK = HEAD_MASK
 _LO_MASK = HEAD_MASK[np.maximum(np.arange(_SHORT + 1) - WORD, 0)]
-
-
-def _sorting(values: np.ndarray, bits: int) -> np.ndarray:
-    """The stable order that sorts ``values`` (int64, each below 2**bits): an LSD radix sort by
-    16-bit digits, each digit one NumPy radix sort (a fraction of a comparison sort's time)."""
-    order = np.arange(values.size)
-    for shift in range(0, bits, 16):
-        digit = ((values[order] >> shift) & 0xFFFF).astype(np.uint16)
-        order = order[np.argsort(digit, kind="stable")]
-    return order
 
 
 def _among(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
@@ -114,7 +105,7 @@ class TokenTable:
         n, bits = key.size, max(4, (LOAD * key.size).bit_length())
         self._shift = np.uint64(64 - bits)
         home = self._home(key)
-        order = _sorting(home, bits)
+        order = radix_order(home, bits)
         home = home[order]
         rows = np.zeros((n + 1, 4), dtype=np.uint64)
         rows[:n, 0], rows[:n, 1], rows[:n, 2] = hi[order], lo[order], meta[order].view(np.uint64)

@@ -18,6 +18,7 @@ from itertools import compress, repeat
 
 import numpy as np
 
+from ..radix import radix_order
 from .chunk_table import run_starts
 
 SHIFT = 21  # a pair's key is left << SHIFT | right (ids < 2**21), here and in merge_learner's loop
@@ -99,25 +100,18 @@ def _lost(a: int, b: int, c: int, sides: np.ndarray, grown: np.ndarray, right: n
     return keys, lost
 
 
-def _distinct_pairs(left: np.ndarray, right: np.ndarray, chunks: np.ndarray, n_chunks: int):
-    """The distinct (pair key, chunk) of the pairs (left, right) in ``chunks``, sorted: int64
-    keys, chunk numbers. Sorted as one int64 number each, which holds both while they fit in 63
-    bits (ids below 2**kb and chunks below 2**cb): a plain sort of one int64 array is far faster
-    than a stable argsort of the keys (or np.unique)."""
-    kb, cb = int(max(left.max(initial=0), right.max(initial=0))).bit_length(), int(n_chunks).bit_length()
-    if 2 * kb + cb <= 63:
-        both = np.sort((left.astype(np.int64) << kb | right) << cb | chunks)
-        both = both[np.diff(both, prepend=-1) != 0]  # each once (numbers >= 0)
-        chunks, pair = both & ((1 << cb) - 1), both >> cb
-        left, right = pair >> kb, pair & ((1 << kb) - 1)
-    else:
-        order = np.lexsort((chunks, right, left))  # by left, then right, then chunk
-        left, right, chunks = left[order], right[order], chunks[order]
-        new = np.diff(left, prepend=-1) != 0
-        new |= np.diff(right, prepend=-1) != 0
-        new |= np.diff(chunks, prepend=-1) != 0
-        left, right, chunks = left[new], right[new], chunks[new]
-    return left.astype(np.int64) << SHIFT | right, chunks.astype(np.int64)
+def _distinct_pairs(left: np.ndarray, right: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (pair key, chunk) of the pairs (left, right) in ``chunks`` (nondecreasing, as
+    positions give them), sorted: int64 keys, chunk numbers. A stable radix sort by the pair
+    alone keeps each pair's chunks in order, in linear time."""
+    kb = int(max(left.max(initial=0), right.max(initial=0))).bit_length()
+    pair = left.astype(np.int64) << kb | right
+    order = radix_order(pair, 2 * kb)
+    pair, chunks = pair[order], chunks[order]
+    new = run_starts(pair)
+    new[1:] |= chunks[1:] != chunks[:-1]  # each once
+    pair, chunks = pair[new], chunks[new]
+    return (pair >> kb) << SHIFT | pair & ((1 << kb) - 1), chunks.astype(np.int64)
 
 
 class ArrayMerges:
@@ -382,7 +376,7 @@ class ArrayMerges:
         # search, not a pass over a token's positions for each merge.
         inner = nxt >= 0
         self.table_keys, self.table_chunks = _distinct_pairs(
-            tok[inner], self.tok[nxt[inner]], self.chunk[live[inner]], self.counts.size)
+            tok[inner], self.tok[nxt[inner]], self.chunk[live[inner]])
         # The chunks end to end with a token id not in use between them, split in one call.
         end = ~inner
         sep = int(tok.max(initial=255)) + 1
