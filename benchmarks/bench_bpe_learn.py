@@ -9,9 +9,13 @@ Counts one corpus once (``bench_bpe_texts.py``: code, prose or multilingual), th
    memory in slowly;
 2. with --few, replays the merges that ran in NumPy on one ``ArrayMerges`` per value of
    ``early_merges.FEW`` (0: every merge by arrays), taking turns merge by merge, so that every
-   value sees the same machine: total seconds and seconds by the merge's number of positions.
+   value sees the same machine: total seconds and seconds by the merge's number of positions;
+3. with --against DIR, learns the same merges with another checkout's learner (its ``bpe``
+   package imported under another name) and with this one's, taking turns in this process, and
+   prints each one's median and the median of each round's own ratio; the merges must agree.
 
     python3 benchmarks/bench_bpe_learn.py --corpus multilingual --size 50 --few 0,48,96
+    python3 benchmarks/bench_bpe_learn.py --against ../before --rounds 8
 """
 from __future__ import annotations
 
@@ -103,6 +107,41 @@ def array_merges(counts, merges: list, fews: list[int]) -> tuple[list[float], di
     return totals, by_size
 
 
+def other_learner(root: Path):
+    """``train_merges`` and ``ChunkTable`` of the checkout at ``root``, its ``bpe`` imported as the
+    package ``bpe_against`` (bpe's own imports are relative)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bpe_against", root / "bpe" / "__init__.py",
+                                                  submodule_search_locations=[str(root / "bpe")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bpe_against"] = module
+    spec.loader.exec_module(module)
+    from bpe_against.train.chunk_table import ChunkTable
+    from bpe_against.train.merge_learner import train_merges as theirs
+
+    return theirs, ChunkTable
+
+
+def against(counts, n_merges: int, root: Path, rounds: int) -> dict:
+    """Seconds of each learner (this tree's, ``root``'s) per round, taking turns, the order
+    reversed every other round; the merges checked equal."""
+    theirs, their_table = other_learner(root)
+    runs = {"this tree": (train_merges, counts),
+            str(root): (theirs, their_table(counts.data, counts.sizes, counts.counts))}
+    seconds: dict = {name: [] for name in runs}
+    want = None
+    for r in range(rounds):
+        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            learn, table = runs[name]
+            t = time.perf_counter()
+            merges = learn(table, n_merges)
+            seconds[name].append(time.perf_counter() - t)
+            want = merges if want is None else want
+            assert merges == want, f"{name} learned other merges"
+    return seconds
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="multilingual", help="code, prose or multilingual (default multilingual)")
@@ -110,12 +149,23 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=32768)
     ap.add_argument("--rounds", type=int, default=3, help="learning runs timed by phase (median; default 3)")
     ap.add_argument("--few", default="", help="FEW values to compare merge by merge, e.g. 0,48 (default: none)")
+    ap.add_argument("--against", type=Path, help="another checkout whose merge learner to time beside this one")
     args = ap.parse_args(argv)
     print(f"{processor()}; load average {load_average()}")
     docs = corpus_docs(args.corpus, int(args.size * 1_000_000))
     counts = count_texts(docs, resolve_pattern("gpt4"), special_tokens=["<|endoftext|>"], table=True)
     del docs
     n = args.vocab - 257
+    if args.against is not None:
+        seconds = against(counts, n, args.against.resolve(), args.rounds)
+        (ours, o), (theirs, t) = seconds.items()
+        ratio = statistics.median(a / b for a, b in zip(o, t))
+        print(f"\nLearning {n:,} merges ({args.corpus}, {args.size:g} MB), {args.rounds} rounds taking turns "
+              f"in one process: median seconds")
+        print(f"| {ours} | {theirs} | paired ratio |\n|---|---|---|")
+        print(f"| {statistics.median(o):.3f} | {statistics.median(t):.3f} | **{ratio:.3f}** |")
+        print(f"\nload average after: {load_average()}")
+        return 0
     runs = [learn_phases(counts, n) for _ in range(args.rounds)]
     merges, in_numpy = runs[0][1], runs[0][2]
     assert all(r[1] == merges for r in runs)
