@@ -101,7 +101,7 @@ def array_merges(counts, merges: list, fews: list[int]) -> tuple[list[float], di
                 states[i].merge(key, 256 + k, at)
                 dt = time.perf_counter() - t
                 totals[i] += dt
-                by_size.setdefault(int(at.size).bit_length(), [0.0] * len(fews))[i] += dt
+                by_size.setdefault(len(at).bit_length(), [0.0] * len(fews))[i] += dt
     finally:
         early_merges.FEW = saved
     return totals, by_size

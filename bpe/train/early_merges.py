@@ -14,6 +14,7 @@ over to it. The counts and merges are the loop's exactly (tested against it); se
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import compress, repeat
 
 import numpy as np
@@ -148,8 +149,9 @@ class ArrayMerges:
         self.prv[L] = -1
         self.byte_pairs: dict[int, np.ndarray] = {}  # pair of bytes -> its left positions (increasing)
         # merged token -> the pairs made with it, where they started: (sides, where each side's
-        # starts begin, starts)
-        self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # starts begin, starts) of an array merge; a few-positions merge's sorted list of ints
+        # side << POS | start (fewer than FEW of each side, read in Python)
+        self.made: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray] | list[int]] = {}
         self.pairs: dict[int, int] = {}
         self.table_keys = self.table_chunks = None  # the pairs at the hand-over (hand_over)
         self._index_bytes(data, sizes)
@@ -190,42 +192,46 @@ class ArrayMerges:
         p, q = p[paired], q[paired]
         return _sums(self.tok[p].astype(np.int64) << SHIFT | self.tok[q], self.counts[self.chunk[p]])
 
-    def starts(self, key: int) -> np.ndarray:
+    def starts(self, key: int) -> np.ndarray | list[int]:
         """The positions, increasing, where the pair ``key`` starts now (runs of a pair of one
-        token included whole). A pair leaves the index: it is asked for to be merged."""
+        token included whole): an intp array, or a list when a superset of fewer than FEW was
+        read. A pair leaves the index: it is asked for to be merged."""
         a, b = key >> SHIFT, key & MASK
         tok, nxt = self.tok, self.nxt
         if a < 256 and b < 256:
             p = self.byte_pairs.pop(key, EMPTY)
         else:
             p = self._formed(a, b)
-        if p.size < FEW:
+        if len(p) < FEW:  # a list of ints, not an array pass
             tok, nxt = self._views[:2]
-            return np.array([i for i in p.tolist() if tok[i] == a and tok[nxt[i]] == b], dtype=np.intp)
+            return [i for i in (p if type(p) is list else p.tolist()) if tok[i] == a and tok[nxt[i]] == b]
         p = p.astype(np.intp, copy=False)  # an int32 index is converted at each use: once here instead
         return p[(tok[p] == a) & (tok[nxt[p]] == b)]  # no next token (-1): the sentinel's -1
 
-    def _formed(self, a: int, b: int) -> np.ndarray:
+    def _formed(self, a: int, b: int) -> np.ndarray | list[int]:
         """Where the pair (a, b) formed, when its newer token was made (b's if they are equal):
-        a superset of where it is now, increasing."""
+        a superset of where it is now, increasing (a list where a few-positions merge made it)."""
         t, side = (b, a) if b >= a else (a, RIGHT | b)
         made = self.made.get(t)
         if made is None:
             return EMPTY
+        if type(made) is list:
+            lo, hi = bisect_left(made, side << POS), bisect_left(made, (side + 1) << POS)
+            return [g & POS_MASK for g in made[lo:hi]]
         sides, first, where = made
         i = int(sides.searchsorted(side))
         if i == sides.size or sides[i] != side:
             return EMPTY
         return where[first[i] : first[i + 1] if i + 1 < first.size else where.size]
 
-    def merge(self, key: int, c: int, p: np.ndarray, floor: int = 1) -> tuple[list[int], list[int]]:
+    def merge(self, key: int, c: int, p: np.ndarray | list[int], floor: int = 1) -> tuple[list[int], list[int]]:
         """Merge the pair ``key`` into the new token ``c`` at its starts ``p`` (``starts``).
         Returns the pairs whose count grew (those holding ``c``) counted ``floor`` times or more,
         and their counts, lists of ints for the heap; ``pairs`` of the merged pair is left to the
         caller."""
         a, b = key >> SHIFT, key & MASK
-        if p.size < FEW:
-            return self._merge_few(a, b, c, p.tolist(), floor)
+        if len(p) < FEW:
+            return self._merge_few(a, b, c, p if type(p) is list else p.tolist(), floor)
         tok, nxt, prv = self.tok, self.nxt, self.prv
         if a == b and p.size > 1:  # in a run a a a a of the pair (a, a) every second one, as str.replace
             chained = np.zeros(p.size, dtype=bool)  # a start is the next token of the one before
@@ -277,9 +283,10 @@ class ArrayMerges:
 
     def _merge_few(self, a: int, b: int, c: int, p: list[int], floor: int) -> tuple[list[int], list[int]]:
         """``merge`` one occurrence at a time, left to right, on the arrays' memoryviews: the same
-        links, index, counts and result. An occurrence whose a is gone was taken by the one before
-        (a run of a pair (a, a)); one that the next follows at once makes no (c, y), and the next
-        makes (c, c) and loses the (b, a) between the two."""
+        links, counts and result, and the same index as one sorted list (``made``). An occurrence
+        whose a is gone was taken by the one before (a run of a pair (a, a)); one that the next
+        follows at once makes no (c, y), and the next makes (c, c) and loses the (b, a) between
+        the two."""
         tok, nxt, prv, chunk, counts = self._views
         gained: list[int] = []  # side << POS | start, as merge's
         made: dict[int, int] = {}  # side -> weight
@@ -302,11 +309,7 @@ class ArrayMerges:
             prv[r] = i
         if gained:
             gained.sort()
-            sides = [g >> POS for g in gained]
-            first = [j for j in range(len(sides)) if j == 0 or sides[j] != sides[j - 1]]
-            self.made[c] = (np.array([sides[j] for j in first], dtype=np.int64),
-                            np.array(first, dtype=np.int64),
-                            np.array([g & POS_MASK for g in gained], dtype=self.nxt.dtype))
+            self.made[c] = gained
         sides = sorted(made)
         return self._account(a, b, c, sides, list(map(made.__getitem__, sides)), floor)
 

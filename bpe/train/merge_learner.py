@@ -141,7 +141,7 @@ def train_merges(
         merges.append((A, B))
         if early is not None:
             at = early.starts(key)
-            mean = at.size if mean is None else mean + (at.size - mean) / 64
+            mean = len(at) if mean is None else mean + (len(at) - mean) / 64
             if mean >= array_min:
                 grown, n = early.merge(key, C, at, floor)
                 # in Python ints: in int64, counts from 2**21 on would overflow the entries
