@@ -107,7 +107,7 @@ def train_merges(
     # Heap entries are ints -count * 2**COUNT + pair (a pair's key takes 2 * SHIFT bits), so
     # the smallest entry is the highest count, then the smallest (left, right).
     COUNT = 2 * SHIFT
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
 
     def heap_of(least: int) -> list[int]:
         h = [k - (n << COUNT) for k, n in pairs.items() if n >= least]
@@ -130,13 +130,16 @@ def train_merges(
             heap = heap_of(floor)
         if not heap:
             break
-        v = heappop(heap)
+        v = heap[0]
         key = v & ((1 << COUNT) - 1)
         cur = pget(key, 0)
         if cur != -(v >> COUNT):  # stale entry: the count dropped since it was pushed
-            if cur >= floor:
-                heappush(heap, key - (cur << COUNT))
+            if cur >= floor:  # its place taken by its current count: one sift, not a pop and a push
+                heapreplace(heap, key - (cur << COUNT))
+            else:
+                heappop(heap)
             continue
+        heappop(heap)
         A, B, C = key >> SHIFT, key & MASK, 256 + len(merges)
         merges.append((A, B))
         if early is not None:
