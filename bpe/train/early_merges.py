@@ -317,23 +317,21 @@ class ArrayMerges:
                  ) -> tuple[list[int], list[int]]:
         """``merge``'s counts of a merge of few sides in Python: each side's pair made (``made``, its
         weight) and the pair it lost, as _side_pairs and _lost read them off the arrays."""
-        lost: dict[int, int] = {}
+        pairs = self.pairs
+        pget = pairs.get
         grown, grown_n = [], []
         for side, n in zip(sides, made):
             if side >= RIGHT:  # (c, y) made, (b, y) lost
                 k, gone = c << SHIFT | side & MASK, b << SHIFT | side & MASK
             else:  # (x, c) made, (x, a) lost; (c, c): the (b, a) between two occurrences
                 k, gone = side << SHIFT | c, (b if side == c else side) << SHIFT | a
-            lost[gone] = lost.get(gone, 0) + n
+            old = pget(gone)
+            if old is not None:  # else counted below the floor and dropped
+                pairs[gone] = old - n
             if n >= floor:
                 grown.append(k)
                 grown_n.append(n)
-        pairs = self.pairs
-        for k, n in lost.items():
-            old = pairs.get(k)
-            if old is not None:  # else counted below the floor and dropped
-                pairs[k] = old - n
-        pairs.update(zip(grown, grown_n))
+        pairs.update(zip(grown, grown_n))  # they hold c, which is new: none was there
         return grown, grown_n
 
     def _index_made(self, c: int, x: np.ndarray, left: np.ndarray, y: np.ndarray, p: np.ndarray,
