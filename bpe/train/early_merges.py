@@ -202,7 +202,7 @@ class ArrayMerges:
             p = self.byte_pairs.pop(key, EMPTY)
         else:
             p = self._formed(a, b)
-        if len(p) < FEW:  # a list of ints, not an array pass
+        if type(p) is list or p.size < FEW:  # a list of ints, not an array pass
             tok, nxt = self._views[:2]
             return [i for i in (p if type(p) is list else p.tolist()) if tok[i] == a and tok[nxt[i]] == b]
         p = p.astype(np.intp, copy=False)  # an int32 index is converted at each use: once here instead
