@@ -10,7 +10,9 @@ data and export folders use the same class.
 ``shared=True`` takes a reader's lock instead: any number of readers hold it together (every
 ``gpt train`` on a data folder), and a writer (``gpt prepare``) is refused while one does. A
 reader writes no name (readers would overwrite each other's); it clears a name a killed writer
-left, so the file is empty exactly while only readers hold it.
+left. A writer's name is also missing for a moment after it takes the lock and before it lets
+go, so a refused process that finds no name asks the lock itself: a reader's lock granted means
+only readers are there; else it reads the name again (or takes the lock, come free).
 """
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ import sys
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+# A writer's name is missing from its lock file for a moment after it takes the lock and before
+# it lets go: a refused process reads the file again this many times, this many seconds apart.
+NAME_TRIES = 50
+NAME_WAIT = 0.002
 
 
 class FolderBusy(RuntimeError):
@@ -56,14 +62,14 @@ class FolderLock:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except OSError:
-            # an empty file while the lock is taken: only readers hold it
-            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "a process that reads it"
-            if not self.wait:
-                os.close(fd)
-                raise FolderBusy(f"{self.what} {str(self.folder)!r} is in use by {holder}; wait for it "
-                                 "to finish or choose another folder") from None
-            print(f"waiting for {holder}, which is using {self.what} {self.folder}", file=sys.stderr)
-            fcntl.flock(fd, mode)
+            holder = _holder(fd, mode)
+            if holder is not None:  # else the lock came free meanwhile, and is this process's
+                if not self.wait:
+                    os.close(fd)
+                    raise FolderBusy(f"{self.what} {str(self.folder)!r} is in use by {holder}; wait for "
+                                     "it to finish or choose another folder") from None
+                print(f"waiting for {holder}, which is using {self.what} {self.folder}", file=sys.stderr)
+                fcntl.flock(fd, mode)
         os.ftruncate(fd, 0)
         if not self.shared:
             command = " ".join(sys.argv)[:200]  # a file name that is not UTF-8 stays readable
@@ -89,3 +95,31 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _holder(fd: int, mode: int) -> str | None:
+    """Who holds the lock that ``mode`` was refused on ``fd``: the name its writer wrote, or "a
+    process that reads it" when only readers hold it (they write none). None when the lock came
+    free while the name was missing (a writer letting go), and this process now holds it."""
+    import fcntl
+    import time
+
+    for _ in range(NAME_TRIES):
+        name = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        if name:
+            return name
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return None
+        except OSError:
+            pass
+        if mode == fcntl.LOCK_EX:  # a reader's lock granted now: no writer is there
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                pass
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return "a process that reads it"
+        time.sleep(NAME_WAIT)  # a writer that has not written its name yet, or is letting go
+    return "another process"
