@@ -29,8 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-
 import bpe.train.early_merges as early_merges  # noqa: E402
 from bpe.split.patterns import resolve_pattern  # noqa: E402
 from bpe.train.merge_learner import train_merges  # noqa: E402

@@ -6,10 +6,9 @@ tuple of its ids. It starts empty and holds only the pieces met, in the order fi
 lookup's cost is the memory it touches, and the pieces a text uses most are then near each
 other (a cache that starts with every token keeps the common pieces among 100,000 others). A
 piece equal to a token encodes to that token, as in tiktoken, whether it is met alone (the
-cache's ``__missing__``, and ``rank_merge.byte_pair_encode``) or in a batch (``_fill``). A block of text costs a
-``findall``, one lookup per piece
-(``map`` of the cache's ``__getitem__``) and a join of the id tuples (``list.extend`` of each),
-all in C. A piece not seen yet is merged in one of two ways, with the same ids:
+cache's ``__missing__``, and ``rank_merge.byte_pair_encode``) or in a batch (``_fill``). A block
+of text costs a ``findall``, one lookup per piece (``map`` of the cache's ``__getitem__``) and a
+join of the id tuples (``list.extend`` of each), all in C. A piece not seen yet is merged in one of two ways, with the same ids:
 
 - one by one in Python (``rank_merge``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;

@@ -39,9 +39,10 @@ FEW = 48
 # (``_account``): a few dict operations each, where the array form makes two dozen calls.
 FEW_SIDES = 64
 # A merge at this many positions or more sorts the pairs it made by a radix sort of 16-bit sides
-# (tokens below SIDE16 - 1), not by a sort of int64 keys.
+# (a token below SIDE16 - 1 beside the bit SIDE16 of a right side), not by a sort of int64 keys.
 RADIX_MIN = 1024
-SIDE16 = 1 << 15
+SIDE_BITS = 15
+SIDE16 = 1 << SIDE_BITS
 
 
 def _sums(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -356,7 +357,7 @@ class ArrayMerges:
             key = key[order]
             m = int(key.searchsorted(0xFFFF))
             order, key = order[:m], key[:m].astype(np.int64)
-            sides = (key & (SIDE16 - 1)) | (key >> 15) * RIGHT
+            sides = (key & (SIDE16 - 1)) | (key >> SIDE_BITS) * RIGHT
             starts = np.concatenate((left, p))[order]
             weights = np.tile(self.counts[self.chunk[p].astype(np.intp, copy=False)], 2)[order]
         if sides.size == 0:
