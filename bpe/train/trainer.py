@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ..files.corpus import default_corpus_files, expand_inputs
+from ..heap import training_heap
 from ..split.patterns import resolve_pattern
 from .chunk_table import ChunkTable
 from .merge_learner import train_merges
@@ -156,6 +157,8 @@ def _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_freq
     return cls.from_merges(merges, pattern, specials)
 
 
+# Both make and free arrays of millions of positions at every early merge (bpe/heap.py).
+@training_heap()
 def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min_frequency,
                     workers, verbose, progress):
     pattern, names, explicit, n_merges = _check(vocab_size, pattern, special_tokens, min_frequency)
@@ -164,6 +167,7 @@ def train_tokenizer(cls, inputs, texts, vocab_size, pattern, special_tokens, min
     return _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_frequency, progress, log)
 
 
+@training_heap()
 def train_from_chunk_counts(cls, counts, vocab_size, pattern, special_tokens, min_frequency, verbose, progress):
     """A Tokenizer from chunk counts already made (by ``bpe count`` files or MPI ranks)."""
     pattern, names, explicit, n_merges = _check(vocab_size, pattern, special_tokens, min_frequency)

@@ -40,9 +40,9 @@ def test_a_training_loop_from_python_keeps_freed_memory_from_its_first_backward(
     import subprocess
 
     code = ("import autograd, autograd.allocator as a, numpy as np\n"
-            "before = a._applied\n"
+            "before = a.freed_memory_kept()\n"
             "t = autograd.Tensor(np.ones(3), requires_grad=True)\n"
             "(t * t).sum().backward()\n"
-            "print(before, a._applied)\n")
+            "print(before, a.freed_memory_kept())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
