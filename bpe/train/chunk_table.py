@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ..radix import radix_order
 from ..text import HASH_MUL, HEAD_MASK, WORD, span_words, utf8
 
 _MIDDLE_WORDS = 32  # words compared in NumPy rounds; a chunk longer still is compared as bytes
@@ -74,6 +75,22 @@ class ChunkTable:
             width[(cp >= 0xDC80) & (cp <= 0xDCFF)] = 1  # escaped raw bytes (surrogateescape)
             sizes = np.add.reduceat(width, np.cumsum(lengths) - lengths, dtype=np.int64)
         return cls(np.frombuffer(data, dtype=np.uint8), sizes, counts)
+
+    def by_prefix(self) -> "ChunkTable":
+        """The same chunks ordered by their first 8 bytes, zero-padded (ties in their order here).
+        Chunks of one script, and of one word's start, then lie side by side, and so do the
+        positions of most pairs in the merge learner's arrays: the scattered reads of a merge stay
+        within fewer cache lines and pages. Training learns the same merges in any order."""
+        if len(self) < 2:
+            return self
+        starts = np.cumsum(self.sizes) - self.sizes
+        key = np.take(span_words(self.data), starts) & HEAD_MASK[np.minimum(self.sizes, WORD)]
+        order = radix_order(key, 8 * WORD)
+        sizes = self.sizes[order]
+        # each byte's place in the old data: its chunk's old start, plus its offset in the chunk
+        moved = np.cumsum(sizes) - sizes - starts[order]
+        src = np.arange(self.data.size) - np.repeat(moved, sizes)
+        return ChunkTable(self.data[src], sizes, self.counts[order])
 
     def keep(self, mask: np.ndarray) -> "ChunkTable":
         """The chunks where ``mask`` (C,) bool is true."""

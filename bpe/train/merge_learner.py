@@ -91,7 +91,7 @@ def train_merges(
     if 256 + n_merges > sys.maxunicode + 1:
         raise ValueError(f"at most {sys.maxunicode + 1 - 256} merges are supported, asked for {n_merges}")
     min_frequency = max(1, int(min_frequency))
-    table = chunk_counts if isinstance(chunk_counts, ChunkTable) else ChunkTable.of(chunk_counts)
+    table = chunk_counts if isinstance(chunk_counts, ChunkTable) else ChunkTable.of(chunk_counts).by_prefix()
     table = table.keep(table.sizes >= 2)  # a chunk of one byte holds no pair
     data, sizes, weights = table.data, table.sizes, table.counts
     counts = weights.tolist()

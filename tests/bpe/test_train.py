@@ -276,6 +276,25 @@ def test_a_chunk_table_is_each_chunks_utf8_end_to_end(chunks):
     assert sizes.tolist() == [len(b) for b, _ in kept] and counts.tolist() == [n for _, n in kept]
 
 
+@given(chunks=st.dictionaries(st.binary(max_size=20), st.integers(1, 5), max_size=30), n=st.integers(1, 40))
+@example(chunks={b"abcdefgh1": 1, b"abcdefgh": 2, b"abcdefgh0": 3, b"a": 1, b"": 2}, n=5)  # ties past 8 bytes
+def test_a_table_by_prefix_holds_the_same_chunks_in_order_and_trains_the_same(chunks, n):
+    from bpe.train.chunk_table import ChunkTable
+
+    t = ChunkTable.of(chunks)
+    s = t.by_prefix()
+
+    def listed(table):
+        ends = np.cumsum(table.sizes).tolist()
+        return [(table.data[e - k:e].tobytes(), c) for e, k, c in zip(ends, table.sizes.tolist(), table.counts.tolist())]
+
+    got, before = listed(s), listed(t)
+    assert sorted(got) == sorted(before)
+    # by the first 8 bytes (zero-padded), and chunks alike there in their order before
+    assert got == sorted(before, key=lambda bc: bc[0][:8].ljust(8, b"\0"))
+    assert train_merges(t, n) == train_merges(s, n) == train_merges(chunks, n)
+
+
 @given(pairs=st.lists(st.tuples(st.integers(0, 70_000), st.integers(0, 300), st.integers(0, 6)), max_size=40))
 def test_the_hand_over_table_lists_each_pair_and_chunk_once_in_order(pairs):
     from bpe.train.early_merges import SHIFT, _distinct_pairs
