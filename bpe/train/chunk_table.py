@@ -77,14 +77,16 @@ class ChunkTable:
         return cls(np.frombuffer(data, dtype=np.uint8), sizes, counts)
 
     def by_prefix(self) -> "ChunkTable":
-        """The same chunks ordered by their first 8 bytes, zero-padded (ties in their order here).
-        Chunks of one script, and of one word's start, then lie side by side, and so do the
-        positions of most pairs in the merge learner's arrays: the scattered reads of a merge stay
-        within fewer cache lines and pages. Training learns the same merges in any order."""
+        """The same chunks ordered by their first 8 bytes after a leading space, zero-padded (ties
+        in their order here). Chunks of one script, and of one word's start, then lie side by side
+        (" word" beside "word"), and so do the positions of most pairs in the merge learner's
+        arrays: the scattered reads of a merge stay within fewer cache lines and pages. Training
+        learns the same merges in any order."""
         if len(self) < 2:
             return self
         starts = np.cumsum(self.sizes) - self.sizes
-        key = np.take(span_words(self.data), starts) & HEAD_MASK[np.minimum(self.sizes, WORD)]
+        space = self.data[starts] == 0x20
+        key = np.take(span_words(self.data), starts + space) & HEAD_MASK[np.minimum(self.sizes - space, WORD)]
         order = radix_order(key, 8 * WORD)
         sizes = self.sizes[order]
         # each byte's place in the old data: its chunk's old start, plus its offset in the chunk
