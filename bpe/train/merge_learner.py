@@ -49,7 +49,7 @@ from .early_merges import MASK, SHIFT, ArrayMerges, word_pairs
 # Merges run in NumPy (early_merges.py) until their pairs start at fewer than this many
 # positions on average (a running mean over about 64 merges); the Python loop runs the rest.
 # An array pass costs microseconds however few the positions.
-ARRAY_MIN = 30
+ARRAY_MIN = 15
 # Pairs counted fewer times are not kept at first (train_merges): the floor, lowered by DROP
 # each time no pair above it is left.
 PUSH_MIN = 64
