@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import sys
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator
 
 _M_TRIM_THRESHOLD = -1   # <malloc.h> mallopt parameters
@@ -30,6 +31,7 @@ _TRIM_THRESHOLD = 2**31 - 1   # never trim the heap's top
 _applied = False
 
 
+@lru_cache(maxsize=1)
 def _libc():
     """The C library the interpreter runs on, where it has glibc's mallopt; else None."""
     if not sys.platform.startswith("linux"):
@@ -48,7 +50,8 @@ def _thresholds(mmap: int, trim: int) -> bool:
     # Both are needed: setting either one turns off glibc's dynamic threshold, and the trim
     # threshold alone would send every large block to mmap.
     libc = _libc()
-    return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, trim))
+    return (libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap))
+            and bool(libc.mallopt(_M_TRIM_THRESHOLD, trim)))
 
 
 def keep_freed_memory() -> bool:
