@@ -8,17 +8,18 @@ other (a cache that starts with every token keeps the common pieces among 100,00
 piece equal to a token encodes to that token, as in tiktoken, whether it is met alone (the
 cache's ``__missing__``, and ``rank_merge.byte_pair_encode``) or in a batch (``_fill``). A block
 of text costs a ``findall``, one lookup per piece (``map`` of the cache's ``__getitem__``) and a
-join of the id tuples (``list.extend`` of each), all in C. A piece not seen yet is merged in one of two ways, with the same ids:
+join of the id tuples (``list.extend`` of each), all in C. A piece not seen yet is merged in one
+of two ways, with the same ids:
 
 - one by one in Python (``rank_merge``), by the cache's ``__missing__``, while the encoder has met
   few new pieces;
 - together, by ``batch_merge`` in NumPy, once the pieces it has merged one by one (in earlier calls,
   and in this one projected over the rest of its text) cost about as much as building the token
-  table that batch merging needs (``table_after`` pieces): from then on a missing piece
-  gets an empty list in the cache that stands for its ids, and the blocks' ids wait until
-  BATCH_TARGET new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into their lists (which
-  the cache keeps as their ids), and the waiting ids are joined (``extend`` reads a filled list
-  as it reads a tuple).
+  table that batch merging needs (``table_after`` pieces): from then on a missing piece gets an
+  empty list in the cache that stands for its ids, and the blocks' ids wait until BATCH_TARGET
+  new pieces are pending (or WAIT_CHARS characters wait); those are merged in one batch into
+  their lists (which the cache keeps as their ids), and the waiting ids are joined (``extend``
+  reads a filled list as it reads a tuple).
 
 ``encode_many(texts)`` runs the blocks of all the texts through the same loop, each block's ids onto
 its own text's list, so that the new pieces of a batch of short texts are merged together too.
