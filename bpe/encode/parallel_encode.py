@@ -34,6 +34,7 @@ import numpy as np
 from ..text import repair_surrogates
 from ..workers import default_workers
 from .int_objects import id_lists
+from .packed_encoder import ID_TYPE, PackedEncoder
 from .special import check_disallowed, encode_with_specials, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
@@ -117,6 +118,19 @@ def _id_dtype(tok) -> type:
     return np.int32 if tok.vocab_size <= 1 << 31 else np.int64
 
 
+def _packed_ids(tok, texts: list[str], allowed: set[str], packed: PackedEncoder | None) -> tuple[bytes, bytes]:
+    """The ids of ``_prepare``'s texts as two arrays' bytes: the number of ids of each text (int64)
+    and all the ids end to end (``_id_dtype``)."""
+    if packed is not None and not allowed:
+        ids = packed.encode_many(texts)
+        counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // np.dtype(ID_TYPE).itemsize
+        return counts.tobytes(), b"".join(ids)
+    ids = _encode_prepared(tok, texts, allowed)
+    counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
+    return counts.tobytes(), flat.tobytes()
+
+
 def _serve(link, theirs, tok, job) -> None:
     """A worker's loop: do ``job``, then each job that comes (``_work``), until None comes, or
     once the process that started it is gone."""
@@ -127,9 +141,10 @@ def _serve(link, theirs, tok, job) -> None:
     theirs.close()
     gc.freeze()  # what it inherits stays out of its collections, whose scans would copy those pages
     parent = os.getppid()
+    packed = PackedEncoder(tok._ordinary) if _id_dtype(tok) is ID_TYPE else None  # noqa: SLF001
     while True:
         if job[0] == "job":  # else a claim that came after this worker's share was done
-            _work(link, tok, job)
+            _work(link, tok, job, packed)
         while not link.poll(1.0):
             if os.getppid() != parent:
                 return
@@ -141,11 +156,12 @@ def _serve(link, theirs, tok, job) -> None:
             return
 
 
-def _work(link, tok, job) -> None:
+def _work(link, tok, job, packed: PackedEncoder | None) -> None:
     """Encode the texts of ``job``, ("job", texts, allowed), and send back, part by part
     (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
     both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
-    ("end",), or ("error", the exception) in place of the rest."""
+    ("end",), or ("error", the exception) in place of the rest. ``packed``: the worker's encoder
+    into bytes, for text without special tokens (None: the ids do not fit its type)."""
     try:
         _, texts, allowed = job
         cuts = parts([len(t) for t in texts])
@@ -157,10 +173,7 @@ def _work(link, tok, job) -> None:
             if i >= limit:
                 break
             a, b = cuts[i]
-            ids = _encode_prepared(tok, texts[a:b], allowed)
-            counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-            flat = np.fromiter(chain.from_iterable(ids), dtype=_id_dtype(tok), count=int(counts.sum()))
-            link.send(("ok", i, counts.tobytes(), flat.tobytes()))
+            link.send(("ok", i, *_packed_ids(tok, texts[a:b], allowed, packed)))
             i += 1
         reply = ("end",)
     except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it

@@ -71,18 +71,19 @@ class _Room:
 
 
 class PieceCache(_Room, dict):
-    """piece -> tuple of ids; a missing piece that spells a token (``ranks``) is that token, any
-    other is merged (``merge(piece)``); either is remembered and returned."""
+    """piece -> its ids (a tuple, or what ``ids`` makes of one); a missing piece that spells a token
+    (``ranks``) is that token, any other is merged (``merge(piece)``, in the same form); either is
+    remembered and returned."""
 
-    def __init__(self, ranks: dict[bytes, int], merge: Callable[[str], tuple[int, ...]]):
+    def __init__(self, ranks: dict[bytes, int], merge: Callable, ids: Callable = tuple):
         super().__init__()
-        self.ranks, self.merge = ranks, merge
+        self.ranks, self.merge, self.ids = ranks, merge, ids
 
-    def __missing__(self, piece: str) -> tuple[int, ...]:
+    def __missing__(self, piece: str):
         # A text's first pieces all miss, most of them tokens: those are looked up here, and the
         # merge's calls are made only for the others.
         token = self.ranks.get(utf8(piece))
-        ids = (token,) if token is not None else self.merge(piece)
+        ids = self.ids((token,)) if token is not None else self.merge(piece)
         if len(piece) <= MAX_CACHED_PIECE:
             self.make_room(1)
             self[piece] = ids
@@ -91,11 +92,12 @@ class PieceCache(_Room, dict):
 
 class BatchCache(_Room, defaultdict):
     """The piece cache while batching: a missing piece gets an empty list (in C: no Python code
-    per new piece) that its later occurrences find too, and that is filled with its ids when its
-    batch is merged. The pieces added since the last batch are the last ``pending`` keys."""
+    per new piece; a bytearray in a ``PackedEncoder``) that its later occurrences find too, and
+    that is filled with its ids when its batch is merged. The pieces added since the last batch are
+    the last ``pending`` keys."""
 
-    def __init__(self, cache: PieceCache):
-        super().__init__(list, cache)
+    def __init__(self, cache: PieceCache, pending: type = list):
+        super().__init__(pending, cache)
         self.settled = len(self)  # keys before the pending ones
 
     @property
@@ -111,7 +113,33 @@ class BatchCache(_Room, defaultdict):
 
 
 class PieceEncoder:
-    """Encodes text (surrogates already repaired, or escaped bytes) as tiktoken's core does."""
+    """Encodes text (surrogates already repaired, or escaped bytes) as tiktoken's core does.
+
+    The form of a piece's ids in the cache, and how they are joined, are hooks (``_ids``,
+    ``_pending``, ``_join``, ``_put``) that ``PackedEncoder`` overrides."""
+
+    _pending = list  # a new piece's ids while it waits for its batch: filled in place
+
+    @staticmethod
+    def _ids(ids) -> tuple[int, ...]:
+        """A piece's ids (a sequence of ints) as the cache keeps them."""
+        return tuple(ids)
+
+    @staticmethod
+    def _join(out: list, seqs) -> None:
+        """Put the cached ids ``seqs`` of consecutive pieces, in order, onto ``out``."""
+        _extend(out, seqs)
+
+    @staticmethod
+    def _put(lists: list, ids: np.ndarray, stops: np.ndarray | None) -> None:
+        """Fill each of ``lists`` (``_pending``'s) with its run of ``ids`` (int64), the runs ending at
+        ``stops`` (int64, increasing; None: one id each)."""
+        flat = ids.tolist()
+        if stops is None:
+            deque(map(list.append, lists, flat), maxlen=0)
+        else:
+            stops = stops.tolist()
+            deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stops[:-1], stops))), maxlen=0)
 
     def __init__(self, ranks: dict[bytes, int], pattern: str):
         self.ranks = ranks
@@ -124,10 +152,10 @@ class PieceEncoder:
     def clear(self) -> None:
         """Empty the piece cache."""
         method = weakref.WeakMethod(self._merge_one)  # the cache is this encoder's: no cycle through it
-        self.cache = PieceCache(self.ranks, lambda piece: method()(piece))
+        self.cache = PieceCache(self.ranks, lambda piece: method()(piece), self._ids)
         self.merged = 0  # pieces merged one by one (not those that spell a token)
         if self._table:
-            self.cache = BatchCache(self.cache)
+            self.cache = BatchCache(self.cache, self._pending)
 
     def share_table(self) -> None:
         """Build the token table now, if it can be and is not yet: processes forked next inherit it
@@ -165,7 +193,7 @@ class PieceEncoder:
             return
         done, before = 0, self.merged
         for out, block in jobs:
-            _extend(out, map(cache.__getitem__, find(block)))
+            self._join(out, map(cache.__getitem__, find(block)))
             done += len(block)
             # Worth it once the pieces merged one by one reach table_after: those of earlier calls,
             # and this call's projected over the rest of its text at its rate so far (a call with
@@ -226,11 +254,11 @@ class PieceEncoder:
             cache.make_room(0)
             cache.settled = len(cache)
         if len(marks) == 1:
-            _extend(marks[0][0], wait)
+            self._join(marks[0][0], wait)
         else:
             start = 0
             for out, end in marks:
-                _extend(out, wait[start:end])
+                self._join(out, wait[start:end])
                 start = end
         wait.clear()
         marks.clear()
@@ -249,7 +277,7 @@ class PieceEncoder:
             except UnicodeEncodeError:
                 pass
         if data is None:
-            deque(map(list.extend, lists, map(one_by_one, pieces)), maxlen=0)
+            deque(map(self._pending.extend, lists, map(one_by_one, pieces)), maxlen=0)
             return
         ends = np.cumsum(lens)
         if len(data) != len(joined):  # the byte where each character starts, then each piece
@@ -260,13 +288,12 @@ class PieceEncoder:
                                   ends - sizes, ends)
         keep = token == INF  # the pieces to merge
         if not keep.all():
-            spelled = (~keep).tolist()
-            deque(map(list.append, compress(lists, spelled), token[~keep].tolist()), maxlen=0)
+            self._put(list(compress(lists, (~keep).tolist())), token[~keep], None)
         alone = keep & ((sizes >= BATCH_MAX_BYTES) | (sizes == 0))
         if alone.any():
             alone_list = alone.tolist()
-            deque(map(list.extend, compress(lists, alone_list), map(one_by_one, compress(pieces, alone_list))),
-                  maxlen=0)
+            deque(map(self._pending.extend, compress(lists, alone_list),
+                      map(one_by_one, compress(pieces, alone_list))), maxlen=0)
             keep &= ~alone
         if not keep.all():
             lists = list(compress(lists, keep.tolist()))
@@ -288,9 +315,7 @@ class PieceEncoder:
         first = (np.cumsum(counts) - counts)[back]  # where each piece's ids start in ``ids``
         counts = counts[back]
         stop = np.cumsum(counts)
-        flat = ids[np.repeat(first - (stop - counts), counts) + np.arange(ids.size)].tolist()
-        stop = stop.tolist()
-        deque(map(list.extend, lists, map(flat.__getitem__, map(slice, [0] + stop[:-1], stop))), maxlen=0)
+        self._put(lists, ids[np.repeat(first - (stop - counts), counts) + np.arange(ids.size)], stop)
 
     def _merge_one(self, piece: str) -> tuple[int, ...]:
         """The ids of one piece alone (``rank_merge.byte_pair_encode``: the token it spells, else
@@ -304,7 +329,7 @@ class PieceEncoder:
             spans = self._table.reader(b) if self._table else None
         ids = byte_pair_encode(self.ranks, b, spans)
         self.merged += len(ids) != 1  # one id: the piece spells a token (a merge ends in two or more)
-        return tuple(ids)
+        return self._ids(ids)
 
     def _token_table(self) -> bool:
         """Build the token table and start batching; False when it cannot be built for these ranks."""
@@ -313,5 +338,5 @@ class PieceEncoder:
         except ValueError:
             self._table = False
             return False
-        self.cache = BatchCache(self.cache)
+        self.cache = BatchCache(self.cache, self._pending)
         return True

@@ -101,21 +101,16 @@ def test_a_text_that_is_not_a_str_is_refused_before_any_worker_starts(tok4, monk
 
 
 def test_an_error_in_a_worker_is_raised_in_the_caller(tok4, monkeypatch):
-    import os
-
     monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
-    caller, real = os.getpid(), parallel_encode._encode_prepared
 
-    def fails_in_a_worker(tok, texts, allowed):
-        if os.getpid() != caller:
-            raise MemoryError("worker ran out")
-        return real(tok, texts, allowed)
+    def fails(*args):  # only a worker calls it
+        raise MemoryError("worker ran out")
 
-    monkeypatch.setattr(parallel_encode, "_encode_prepared", fails_in_a_worker)
+    monkeypatch.setattr(parallel_encode, "_packed_ids", fails)
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)  # its workers start now, with the failing encode
     with pytest.raises(MemoryError, match="worker ran out"):
         fresh.encode_ordinary_batch(["some text"] * 8, num_threads=2)
-    monkeypatch.setattr(parallel_encode, "_encode_prepared", real)
+    monkeypatch.undo()
     assert fresh.encode_ordinary_batch(["some text"] * 8, num_threads=1) == [tok4.encode_ordinary("some text")] * 8
 
 
@@ -168,23 +163,24 @@ def test_an_interrupt_in_the_caller_stops_its_workers_and_the_next_batch_is_righ
 
 
 def test_the_caller_takes_a_slow_workers_last_parts_and_the_ids_stay_in_order(tok4, corpus_texts, monkeypatch):
-    import os
     import time
 
     monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
     monkeypatch.setattr(parallel_encode, "PART_CHARS", 400)  # parts of a text or two
     if parallel_encode.default_workers() < 2:
         pytest.skip("one core: no worker is started")
-    caller, real, by_caller = os.getpid(), parallel_encode._encode_prepared, []
+    real, real_packed, by_caller = parallel_encode._encode_prepared, parallel_encode._packed_ids, []
 
-    def slow_in_the_worker(tok, texts, allowed):
-        if os.getpid() == caller:
-            by_caller.extend(texts)
-        else:
-            time.sleep(0.02)
+    def in_the_caller(tok, texts, allowed):
+        by_caller.extend(texts)
         return real(tok, texts, allowed)
 
-    monkeypatch.setattr(parallel_encode, "_encode_prepared", slow_in_the_worker)
+    def slow_in_the_worker(*args):
+        time.sleep(0.02)
+        return real_packed(*args)
+
+    monkeypatch.setattr(parallel_encode, "_encode_prepared", in_the_caller)
+    monkeypatch.setattr(parallel_encode, "_packed_ids", slow_in_the_worker)
     fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)  # its worker starts now, slowed
     texts = [t[:300] for t in corpus_texts[:40]]
     bounds = parallel_encode.plan([len(t) for t in texts], 2)
