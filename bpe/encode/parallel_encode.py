@@ -9,21 +9,23 @@ tokenizer's later batches (``_Pool``): a process forked per batch would copy eve
 or the caller writes afterwards, a large share of its time. The calling process encodes the
 first share itself while the others run; a worker gets its texts through a pipe (one started for
 the batch inherits them) and sends its ids back part by part (PART_CHARS of text each), each
-part as the bytes of one flat NumPy array, cheaper to move than lists of ints, through a pipe
-wide enough (PIPE_BYTES) that it seldom waits for the caller to read. Making lists of the ids
-costs the caller about what packing them costs the worker: the caller encodes its own share part
-by part too and, between its parts, turns the parts that have come back into lists (references
-to shared int objects, not new ones), so that little of that is left once its share is done.
-Then it claims a worker's last parts, from the back, and encodes them itself, so that both finish
-together however unevenly hard the shares' texts are. A cost model keeps small batches
-in-process: a worker pays for its start and for sending its ids, so it is started only while the
-time it saves exceeds that.
+part as the bytes of one flat array, cheaper to move than lists of ints. A worker encodes
+straight into those bytes (``packed_encoder``: no lists to make and pack), and a thread of its
+own writes them to the pipe (``_Outbox``), so that it encodes on while the caller has not read
+them yet. The caller encodes its own share part by part too and, between its parts, turns the
+parts that have come back into lists (references to shared int objects, not new ones). Its share
+is the smaller (CALLER_SHARE): then it claims a worker's last parts, from the back, and encodes
+them itself, so that both finish together however unevenly hard the shares' texts are; a share's
+last parts are smaller, for the same reason. A cost model keeps small batches in-process: a
+worker pays for its start and for sending its ids, so it is started only while the time it saves
+exceeds that.
 """
 from __future__ import annotations
 
 import gc
 import multiprocessing as mp
 import os
+import queue
 import signal
 import threading
 import weakref
@@ -40,7 +42,12 @@ from .special import check_disallowed, encode_with_specials, special_policy
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
 RETURN_COST = 1 / 16  # the cost of sending a worker's ids back, as a share of encoding its characters
 PART_CHARS = 1 << 18  # characters of text whose ids a worker sends back in one message
-PIPE_BYTES = 1 << 20  # a worker's pipe of ids holds a few parts (Linux's default limit for a pipe)
+TAIL_CHARS = PART_CHARS // 8  # the smallest of a share's last parts
+# The calling process's share, against a worker's 1: it also makes the lists of the workers' ids,
+# and a worker's encoder into bytes skips the lists (packed_encoder). Low rather than high: the
+# caller takes back a worker's last parts, while nothing takes the caller's.
+CALLER_SHARE = 0.75
+PIPE_BYTES = 1 << 20  # a worker's pipe of ids: about one part's (Linux's default limit for a pipe)
 
 
 def free_cores() -> int:
@@ -56,8 +63,9 @@ def free_cores() -> int:
 
 def plan(sizes: list[int], workers: int) -> list[int]:
     """Where the shares of texts of ``sizes`` characters start: ``[0, a, b, ...]`` for contiguous
-    shares of about equal characters (the first stays in-process), as many as the cost model finds
-    worth it, at most ``workers``; ``[0]`` encodes everything in-process."""
+    shares of about equal characters, the first (which stays in-process) CALLER_SHARE of the
+    others, as many as the cost model finds worth it, at most ``workers``; ``[0]`` encodes
+    everything in-process."""
     total = sum(sizes)
     n = min(workers, len(sizes))
     # Another worker pays for itself while the characters it takes off the others (1/(n-1) - 1/n of
@@ -66,9 +74,9 @@ def plan(sizes: list[int], workers: int) -> list[int]:
         n -= 1
     if n <= 1:
         return [0]
-    bounds, target = [0], total / n
+    bounds, target = [0], total / (CALLER_SHARE + n - 1)
     for i, done in enumerate(accumulate(sizes), 1):
-        if done >= target * len(bounds) and i < len(sizes) and len(bounds) < n:
+        if done >= target * (CALLER_SHARE + len(bounds) - 1) and i < len(sizes) and len(bounds) < n:
             bounds.append(i)
     # A few long texts may not share out evenly: in-process unless the largest share still gains.
     largest = max(sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:] + [len(sizes)]))
@@ -76,14 +84,16 @@ def plan(sizes: list[int], workers: int) -> list[int]:
 
 
 def parts(sizes: list[int]) -> list[tuple[int, int]]:
-    """Texts of ``sizes`` characters in runs ``(a, b)`` of about PART_CHARS characters (whole
-    texts: a longer text is a part of its own), in order, covering them all."""
-    out, start, size = [], 0, 0
+    """Texts of ``sizes`` characters in runs ``(a, b)`` of about PART_CHARS characters, the last
+    2 * PART_CHARS in runs of half what is left, down to TAIL_CHARS (whole texts: a longer text is a
+    part of its own), in order, covering them all. The caller takes a worker's last parts: the
+    smaller they are, the closer together both finish."""
+    out, start, size, left = [], 0, 0, sum(sizes)
     for i, n in enumerate(sizes):
         size += n
-        if size >= PART_CHARS:
+        if size >= (PART_CHARS if left > 2 * PART_CHARS else max(TAIL_CHARS, left // 2)):
             out.append((start, i + 1))
-            start, size = i + 1, 0
+            start, size, left = i + 1, 0, left - size
     if start < len(sizes) or not out:
         out.append((start, len(sizes)))
     return out
@@ -142,9 +152,10 @@ def _serve(link, theirs, tok, job) -> None:
     gc.freeze()  # what it inherits stays out of its collections, whose scans would copy those pages
     parent = os.getppid()
     packed = PackedEncoder(tok._ordinary) if _id_dtype(tok) is ID_TYPE else None  # noqa: SLF001
+    outbox = _Outbox(link)
     while True:
         if job[0] == "job":  # else a claim that came after this worker's share was done
-            _work(link, tok, job, packed)
+            _work(link, outbox.send, tok, job, packed)
         while not link.poll(1.0):
             if os.getppid() != parent:
                 return
@@ -156,8 +167,32 @@ def _serve(link, theirs, tok, job) -> None:
             return
 
 
-def _work(link, tok, job, packed: PackedEncoder | None) -> None:
-    """Encode the texts of ``job``, ("job", texts, allowed), and send back, part by part
+class _Outbox:
+    """A worker's replies, written to its pipe by a thread of their own, in order: a part's ids may
+    be more than the pipe holds, and the caller reads only between its own parts; the worker
+    encodes on meanwhile."""
+
+    def __init__(self, link):
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._write, args=(link,), daemon=True).start()
+
+    def send(self, message) -> None:
+        self.queue.put(message)
+
+    def _write(self, link) -> None:
+        while True:
+            message = self.queue.get()
+            try:
+                link.send(message)
+            except OSError:  # the caller is gone: the worker's loop sees it too
+                return
+            except Exception as e:  # noqa: BLE001 - an error that cannot be pickled: its text is sent
+                link.send(("error", RuntimeError(f"an encoding worker's reply could not be sent ({e!r}): "
+                                                 f"{message[-1]!r}")))
+
+
+def _work(link, send, tok, job, packed: PackedEncoder | None) -> None:
+    """Encode the texts of ``job``, ("job", texts, allowed), and ``send`` back, part by part
     (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
     both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
     ("end",), or ("error", the exception) in place of the rest. ``packed``: the worker's encoder
@@ -173,12 +208,12 @@ def _work(link, tok, job, packed: PackedEncoder | None) -> None:
             if i >= limit:
                 break
             a, b = cuts[i]
-            link.send(("ok", i, *_packed_ids(tok, texts[a:b], allowed, packed)))
+            send(("ok", i, *_packed_ids(tok, texts[a:b], allowed, packed)))
             i += 1
         reply = ("end",)
     except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
         reply = ("error", e)
-    link.send(reply)
+    send(reply)
 
 
 class _Link:

@@ -15,12 +15,30 @@ def test_small_batches_stay_in_process():
     assert plan([10**7, 10], 2) == [0]  # one text holds nearly everything
 
 
-def test_large_batches_share_out_evenly_in_order():
+def test_large_batches_share_out_evenly_in_order(monkeypatch):
+    monkeypatch.setattr(parallel_encode, "CALLER_SHARE", 1)
     assert plan([START_CHARS] * 40, 2) == [0, 20]
     assert plan([START_CHARS] * 40, 4) == [0, 10, 20, 30]
     assert plan([START_CHARS] * 40, 1) == [0]
+    monkeypatch.setattr(parallel_encode, "CALLER_SHARE", 0.5)  # the caller's share half a worker's
+    assert plan([START_CHARS] * 50, 2) == [0, 17]
+    assert plan([START_CHARS] * 35, 3) == [0, 7, 21]
     bounds = plan([START_CHARS * (i % 3 + 1) for i in range(30)], 3)
     assert bounds[0] == 0 and bounds == sorted(set(bounds)) and len(bounds) == 3
+
+
+def test_a_shares_last_parts_get_smaller():
+    from bpe.encode.parallel_encode import PART_CHARS, TAIL_CHARS, parts
+
+    sizes = [1000] * (5 * PART_CHARS // 1000)
+    cuts = parts(sizes)
+    assert cuts[0][0] == 0 and cuts[-1][1] == len(sizes) and all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+    chars = [sum(sizes[a:b]) for a, b in cuts]
+    assert all(abs(c - PART_CHARS) < 1000 for c in chars[:3])
+    tail = chars[3:]
+    assert all(a > b for a, b in zip(tail, tail[1:-1])) and min(tail[:-1]) >= TAIL_CHARS
+    assert max(tail) <= PART_CHARS and len(tail) >= 4
+    assert parts([10**7]) == [(0, 1)] and parts([]) == [(0, 0)]
 
 
 def test_the_default_is_the_free_cores():
@@ -112,6 +130,25 @@ def test_an_error_in_a_worker_is_raised_in_the_caller(tok4, monkeypatch):
         fresh.encode_ordinary_batch(["some text"] * 8, num_threads=2)
     monkeypatch.undo()
     assert fresh.encode_ordinary_batch(["some text"] * 8, num_threads=1) == [tok4.encode_ordinary("some text")] * 8
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("not this one")
+
+
+def test_an_error_that_cannot_be_pickled_still_reaches_the_caller(tok4, monkeypatch):
+    monkeypatch.setattr(parallel_encode, "START_CHARS", 0)
+    if parallel_encode.default_workers() < 2:
+        pytest.skip("one core: no worker is started")
+
+    def fails(*args):
+        raise _Unpicklable("worker failed")
+
+    monkeypatch.setattr(parallel_encode, "_packed_ids", fails)
+    fresh = Tokenizer(tok4.mergeable_ranks, tok4.pattern)
+    with pytest.raises(RuntimeError, match="reply could not be sent.*worker failed"):
+        fresh.encode_ordinary_batch(["some text"] * 8, num_threads=2)
 
 
 def test_workers_are_kept_for_the_next_batch_replaced_when_gone_and_stopped_with_their_tokenizer(
