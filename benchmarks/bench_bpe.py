@@ -15,7 +15,9 @@ tokenizers, rustbpe (training), tiktoken (encoding with the same ranks, checked 
 
 Batch encoding (``encode_ordinary_batch`` of the same documents, with ``num_threads`` 1 and
 --batch-threads, default 2) prints its scaling beside tiktoken's, cold (a fresh tokenizer each
-run) and warm, every result checked equal to the one-thread ids; --skip-batch leaves it out.
+round) and warm (--batch-warm batches a round), the two thread counts taking turns batch by batch
+and each ratio taken within a round, every result checked equal to the one-thread ids;
+--skip-batch leaves it out.
 
 Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
 the tools interleaved run by run; "paired" is the median of each training round's own ratio
@@ -256,19 +258,23 @@ def batch_measure(tok, fn):
 
 
 def batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken):
-    """One row of the scaling table: encode_ordinary_batch on 1 and on --batch-threads threads, cold
-    and warm, interleaved run by run, each result checked."""
+    """One row of the scaling table: encode_ordinary_batch on 1 and on --batch-threads threads, a
+    fresh tokenizer for each per round, cold then warm (--batch-warm times), the two taking turns
+    batch by batch, each result checked."""
     n = args.batch_threads
     one = Tokenizer(ranks, pattern, specials).encode_ordinary_batch(docs, num_threads=1)
     enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials) if tiktoken else None
     cells = {k: [] for k in ["cold1", "coldn", "warm1", "warmn", "tt1", "ttn"]}
     for _ in range(args.encode_repeat):
-        for threads, tag in ((1, "1"), (n, "n")):
-            tok = Tokenizer(ranks, pattern, specials)
-            for state in ("cold", "warm"):  # the same tokenizer: its second batch is warm
+        toks = {threads: Tokenizer(ranks, pattern, specials) for threads in (1, n)}
+        for state in ["cold"] + ["warm"] * args.batch_warm:  # the same tokenizers: their later batches are warm
+            for threads, tag in ((1, "1"), (n, "n")):
+                tok = toks[threads]
                 w, c, out = batch_measure(tok, lambda: tok.encode_ordinary_batch(docs, num_threads=threads))
                 cells[state + tag].append((w, c))
                 assert out == one, f"encode_batch on {threads} threads gave other ids for the {kind} text"
+        del toks, tok
+        for threads, tag in ((1, "1"), (n, "n")):
             if enc is not None:
                 w, _, out = measure(lambda: enc.encode_ordinary_batch(docs, num_threads=threads))
                 cells["tt" + tag].append((w, 0.0))
@@ -278,7 +284,7 @@ def batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken):
     def rate(key):
         return f"{mbs / med(cells[key], 0):.2f}" if cells[key] else "-"
 
-    def scaling(a, b, i=0):  # the median of each round's own ratio (i=1: of the busiest process's CPU)
+    def scaling(a, b, i=0):  # the median of each pair of batches' own ratio (i=1: of the busiest process's CPU)
         return f"{statistics.median(x[i] / y[i] for x, y in zip(cells[a], cells[b])):.2f}x" if cells[a] else "-"
 
     return [kind, name, rate("cold1"), rate("coldn"), scaling("cold1", "coldn"), scaling("cold1", "coldn", 1),
@@ -301,6 +307,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--encode-corpora", default="code,prose,multilingual",
                     help="corpora to encode (bench_bpe_texts.py; default code,prose,multilingual)")
     ap.add_argument("--batch-threads", type=int, default=2, help="threads of the batch-scaling table (default 2)")
+    ap.add_argument("--batch-warm", type=int, default=4, help="warm batches per round in that table (default 4)")
     ap.add_argument("--skip-batch", action="store_true", help="leave out the batch-scaling table")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-encode", action="store_true")
@@ -355,10 +362,11 @@ def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) 
                 f"tiktoken's, the median of each round's own; load average now {load_average()}", ENCODE_HEADER, rows)
     if batch_rows:
         n = f"{args.batch_threads} threads"
-        print_table(f"Batch encoding the same documents (encode_ordinary_batch): MB/s of wall time, median of "
-                    f"{args.encode_repeat}; scaling = the time on one thread over the time on {n}, the median of "
-                    f"each round's own (CPU: of the busiest process's CPU time, what idle cores would give); "
-                    f"{default_workers()} cores; load average now {load_average()}",
+        cold, warm = args.encode_repeat, args.encode_repeat * args.batch_warm
+        print_table(f"Batch encoding the same documents (encode_ordinary_batch): MB/s of wall time, medians of "
+                    f"{cold} batches cold and {warm} warm; scaling = the time on one thread over the time on {n}, "
+                    f"the median of each pair's own, the two taking turns (CPU: of the busiest process's CPU "
+                    f"time, what idle cores would give); {default_workers()} cores; load average now {load_average()}",
                     [h.format(n=n) for h in BATCH_HEADER], batch_rows)
 
 
