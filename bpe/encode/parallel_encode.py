@@ -149,7 +149,9 @@ def _serve(link, theirs, tok, job) -> None:
         for _, end in pool.workers:
             end.close()
     theirs.close()
-    gc.freeze()  # what it inherits stays out of its collections, whose scans would copy those pages
+    # No cyclic collections: one would scan what the worker inherits (copying those pages), and
+    # what it makes holds no cycles (_work drops an error's traceback, which would).
+    gc.disable()
     parent = os.getppid()
     packed = PackedEncoder(tok._ordinary) if _id_dtype(tok) is ID_TYPE else None  # noqa: SLF001
     outbox = _Outbox(link)
@@ -212,7 +214,7 @@ def _work(link, send, tok, job, packed: PackedEncoder | None) -> None:
             i += 1
         reply = ("end",)
     except BaseException as e:  # noqa: BLE001 - sent to the caller, who raises it
-        reply = ("error", e)
+        reply = ("error", e.with_traceback(None))  # its frames, this one's too, would hold it in a cycle
     send(reply)
 
 

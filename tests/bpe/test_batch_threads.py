@@ -132,6 +132,22 @@ def test_an_error_in_a_worker_is_raised_in_the_caller(tok4, monkeypatch):
     assert fresh.encode_ordinary_batch(["some text"] * 8, num_threads=1) == [tok4.encode_ordinary("some text")] * 8
 
 
+def test_a_workers_error_is_sent_without_its_traceback(tok4, monkeypatch):
+    # A worker runs no cyclic collections: the traceback's frames would hold the error in a cycle.
+    def fails(*args):
+        raise ValueError("boom")
+
+    class NoClaims:
+        def poll(self):
+            return False
+
+    monkeypatch.setattr(parallel_encode, "_packed_ids", fails)
+    sent = []
+    parallel_encode._work(NoClaims(), sent.append, tok4, ("job", ["some text"], set()), None)
+    (kind, error), = sent
+    assert kind == "error" and isinstance(error, ValueError) and error.__traceback__ is None
+
+
 class _Unpicklable(Exception):
     def __reduce__(self):
         raise TypeError("not this one")
