@@ -6,7 +6,8 @@ keeps each piece's ids as their int32 bytes, so that a block's ids are one ``b""
 pieces' (a copy per piece, in C), and a text's are the join of its blocks'.
 
 The pieces the ``PieceEncoder`` it is made from has met (its cache, which a forked worker
-inherits) are a second cache: such a piece is packed from there, not merged again.
+inherits) are a second cache: such a piece is packed from there, not merged again (an empty
+entry there, a piece still waiting for its batch, counts as not met).
 """
 from __future__ import annotations
 
@@ -63,15 +64,15 @@ class PackedEncoder(PieceEncoder):
 
     def _merge_one(self, piece: str) -> bytes:
         ids = self.known.get(piece)
-        return super()._merge_one(piece) if ids is None else _pack(ids)
+        return _pack(ids) if ids else super()._merge_one(piece)
 
     def _fill(self, pieces: list[str], lists: list, lens: np.ndarray) -> None:
         found = list(map(self.known.get, pieces)) if self.known else []
-        if found.count(None) == len(found):
+        if not any(found):
             super()._fill(pieces, lists, lens)
             return
-        new = [ids is None for ids in found]
-        old = [not n for n in new]
+        old = list(map(bool, found))
+        new = [not o for o in old]
         deque(map(bytearray.extend, compress(lists, old), map(_pack, compress(found, old))), maxlen=0)
         if any(new):
             super()._fill(list(compress(pieces, new)), list(compress(lists, new)), lens[np.array(new)])

@@ -189,8 +189,8 @@ class _Outbox:
             except OSError:  # the caller is gone: the worker's loop sees it too
                 return
             except Exception as e:  # noqa: BLE001 - an error that cannot be pickled: its text is sent
-                link.send(("error", RuntimeError(f"an encoding worker's reply could not be sent ({e!r}): "
-                                                 f"{message[-1]!r}")))
+                what = message[1] if message[0] == "error" else message[0]
+                link.send(("error", RuntimeError(f"an encoding worker's reply could not be sent ({e!r}): {what!r}")))
 
 
 def _work(link, send, tok, job, packed: PackedEncoder | None) -> None:

@@ -69,3 +69,12 @@ def test_a_workers_ids_are_the_same_bytes_packed_or_from_lists(tok4, corpus_text
     counts = np.frombuffer(lists[0], dtype=np.int64).tolist()
     want = [fresh.encode(t, allowed_special=allowed, disallowed_special=()) for t in texts]
     assert counts == list(map(len, want)) and _ids(lists[1]) == [i for w in want for i in w]
+
+
+def test_a_piece_still_waiting_in_the_list_encoders_cache_is_merged(tok4, mode):
+    text = "zqxjkv wvutsr zqxjkv"
+    listed = Tokenizer(tok4.mergeable_ranks, tok4.pattern)._ordinary
+    for piece in listed.findall(text):
+        dict.__setitem__(listed.cache, piece, [])  # as a batch leaves a piece before it is merged
+    assert _ids(PackedEncoder(listed)(text)) == tok4.encode_ordinary(text)
+    assert _ids(PackedEncoder(listed).encode_many([text])[0]) == tok4.encode_ordinary(text)
