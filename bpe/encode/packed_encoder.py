@@ -24,7 +24,8 @@ _CODE = next(c for c in "ilh" if array(c).itemsize == np.dtype(ID_TYPE).itemsize
 _SIZE = np.dtype(ID_TYPE).itemsize
 
 
-def _pack(ids) -> bytes:
+def pack_ids(ids) -> bytes:
+    """Ids (a sequence of ints) as the bytes of an ID_TYPE array."""
     return array(_CODE, ids).tobytes()
 
 
@@ -45,7 +46,7 @@ class PackedEncoder(PieceEncoder):
     ids must fit ID_TYPE."""
 
     _pending = bytearray
-    _ids = staticmethod(_pack)
+    _ids = staticmethod(pack_ids)
     _join = staticmethod(_join)
     _put = staticmethod(_put)
 
@@ -64,7 +65,7 @@ class PackedEncoder(PieceEncoder):
 
     def _merge_one(self, piece: str) -> bytes:
         ids = self.known.get(piece)
-        return _pack(ids) if ids else super()._merge_one(piece)
+        return pack_ids(ids) if ids else super()._merge_one(piece)
 
     def _fill(self, pieces: list[str], lists: list, lens: np.ndarray) -> None:
         found = list(map(self.known.get, pieces)) if self.known else []
@@ -73,6 +74,6 @@ class PackedEncoder(PieceEncoder):
             return
         old = list(map(bool, found))
         new = [not o for o in old]
-        deque(map(bytearray.extend, compress(lists, old), map(_pack, compress(found, old))), maxlen=0)
+        deque(map(bytearray.extend, compress(lists, old), map(pack_ids, compress(found, old))), maxlen=0)
         if any(new):
             super()._fill(list(compress(pieces, new)), list(compress(lists, new)), lens[np.array(new)])

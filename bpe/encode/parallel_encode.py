@@ -36,7 +36,7 @@ import numpy as np
 from ..text import repair_surrogates
 from ..workers import default_workers
 from .int_objects import id_lists
-from .packed_encoder import ID_TYPE, PackedEncoder
+from .packed_encoder import ID_TYPE, PackedEncoder, pack_ids
 from .special import check_disallowed, encode_with_specials, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
@@ -131,8 +131,12 @@ def _id_dtype(tok) -> type:
 def _packed_ids(tok, texts: list[str], allowed: set[str], packed: PackedEncoder | None) -> tuple[bytes, bytes]:
     """The ids of ``_prepare``'s texts as two arrays' bytes: the number of ids of each text (int64)
     and all the ids end to end (``_id_dtype``)."""
-    if packed is not None and not allowed:
-        ids = packed.encode_many(texts)
+    if packed is not None:
+        if allowed:
+            ids = encode_with_specials(packed.encode_many, texts, tok._special_re(allowed).finditer,  # noqa: SLF001
+                                       tok.special_tokens, single=lambda i: pack_ids((i,)), join=b"".join)
+        else:
+            ids = packed.encode_many(texts)
         counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // np.dtype(ID_TYPE).itemsize
         return counts.tobytes(), b"".join(ids)
     ids = _encode_prepared(tok, texts, allowed)
@@ -198,7 +202,7 @@ def _work(link, send, tok, job, packed: PackedEncoder | None) -> None:
     (``parts``), ("ok", the part's index, the number of ids of each text, all the ids end to end),
     both as array bytes, until the parts the caller has claimed ("mine", index of the first); then
     ("end",), or ("error", the exception) in place of the rest. ``packed``: the worker's encoder
-    into bytes, for text without special tokens (None: the ids do not fit its type)."""
+    into bytes (None: the ids do not fit its type)."""
     try:
         _, texts, allowed = job
         cuts = parts([len(t) for t in texts])

@@ -12,7 +12,8 @@ them all together, each special token's id in its place (``Tokenizer.encode`` an
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import AbstractSet, Literal
 
 import regex
@@ -75,13 +76,21 @@ def check_disallowed(text: str, finder: regex.Pattern | None) -> None:
             raise DisallowedSpecialError(m.group(), m.start())
 
 
-def encode_with_specials(encode_many: Callable[[list[str]], list[list[int]]], texts: list[str],
+def _join_lists(seqs: list) -> list[int]:
+    out: list[int] = []
+    deque(map(out.extend, seqs), maxlen=0)
+    return out
+
+
+def encode_with_specials(encode_many: Callable[[list[str]], list], texts: list[str],
                          finditer: Callable[[str], Iterator[regex.Match]], special: Mapping[str, int],
-                         ) -> list[list[int]]:
+                         single: Callable[[int], Sequence] = lambda i: (i,),
+                         join: Callable[[list], Sequence] = _join_lists) -> list:
     """The ids of each of ``texts``: the text between the special tokens that ``finditer`` finds (the
     allowed ones) encoded by ``encode_many`` all together, so that the new pieces of every part are
     merged together (a text of many documents between special tokens costs what one would); each
-    special token's id (``special``) in its place."""
+    special token's id (``special``) in its place. The ids are lists; or, with ``single`` (an id as
+    a sequence of one) and ``join`` (sequences end to end), whatever ``encode_many`` gives."""
     parts: list[str] = []  # the ordinary text of every text, in order
     layouts: list[list[int | None]] = []  # per text: a special token's id, or None for the next part
     for t in texts:
@@ -98,16 +107,5 @@ def encode_with_specials(encode_many: Callable[[list[str]], list[list[int]]], te
             layout.append(None)
         layouts.append(layout)
     ordinary = iter(encode_many(parts))
-    out = []
-    for layout in layouts:
-        if layout == [None]:
-            out.append(next(ordinary))
-            continue
-        ids: list[int] = []
-        for item in layout:
-            if item is None:
-                ids += next(ordinary)
-            else:
-                ids.append(item)
-        out.append(ids)
-    return out
+    return [next(ordinary) if layout == [None] else
+            join([next(ordinary) if item is None else single(item) for item in layout]) for layout in layouts]
