@@ -54,7 +54,7 @@ BATCH_MAX_BYTES = LONG_PIECE
 TABLE_PIECE = 1 << 16  # bytes: a piece this long pays for building the token table (its lookups)
 
 
-def _extend(out: list[int], seqs) -> None:
+def extend_all(out: list[int], seqs) -> None:
     """Append the ids of every tuple or list in ``seqs`` to ``out``. ``out.extend`` copies a tuple or
     list at once, where ``out += chain.from_iterable(seqs)`` makes an iterator per piece and appends
     one id at a time."""
@@ -128,7 +128,7 @@ class PieceEncoder:
     @staticmethod
     def _join(out: list, seqs) -> None:
         """Put the cached ids ``seqs`` of consecutive pieces, in order, onto ``out``."""
-        _extend(out, seqs)
+        extend_all(out, seqs)
 
     @staticmethod
     def _put(lists: list, ids: np.ndarray, stops: np.ndarray | None) -> None:

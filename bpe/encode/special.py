@@ -12,11 +12,12 @@ them all together, each special token's id in its place (``Tokenizer.encode`` an
 """
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import AbstractSet, Literal
 
 import regex
+
+from .piece_encoder import extend_all
 
 Allowed = Literal["all"] | AbstractSet[str]
 Disallowed = Literal["all"] | Collection[str]
@@ -78,7 +79,7 @@ def check_disallowed(text: str, finder: regex.Pattern | None) -> None:
 
 def _join_lists(seqs: list) -> list[int]:
     out: list[int] = []
-    deque(map(out.extend, seqs), maxlen=0)
+    extend_all(out, seqs)
     return out
 
 
