@@ -16,8 +16,10 @@ tokenizers, rustbpe (training), tiktoken (encoding with the same ranks, checked 
 Batch encoding (``encode_ordinary_batch`` of the same documents, with ``num_threads`` 1 and
 --batch-threads, default 2) prints its scaling beside tiktoken's, cold (a fresh tokenizer each
 round) and warm (--batch-warm batches a round), the two thread counts taking turns batch by batch
-and each ratio taken within a round, every result checked equal to the one-thread ids;
---skip-batch leaves it out.
+and each ratio taken within a pair, every result checked equal to the one-thread ids;
+--skip-batch leaves it out. Its title says how much that many processes running one memory-bound
+loop at once slow each other, before the rows and after (on a shared machine the cores may not be
+independent, and then no scaling figure is, tiktoken's included).
 
 Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
 the tools interleaved run by run; "paired" is the median of each training round's own ratio
@@ -257,6 +259,35 @@ def batch_measure(tok, fn):
     return w, max([c] + [_proc_cpu(pid) - before.get(pid, 0.0) for pid in workers()]), out
 
 
+def _gathers(start: float = 0.0) -> float:
+    """Seconds of a fixed memory-bound loop (random reads of a 64 MiB table, as a large cache's
+    lookups are), begun at the clock time ``start``."""
+    import numpy as np
+
+    table = np.arange(1 << 23, dtype=np.int64)
+    at = np.random.default_rng(0).integers(0, table.size, 1 << 21)
+    while time.time() < start:
+        time.sleep(0.001)
+    t = time.perf_counter()
+    for _ in range(8):
+        table[at].sum()
+    return time.perf_counter() - t
+
+
+def cores_check(n: int) -> float:
+    """The time of ``n`` processes running the same memory-bound loop at once, over one's alone
+    (medians): 1.0 where the cores do not slow each other; on a shared machine it can be far more,
+    and then so is every scaling figure measured meanwhile, tiktoken's included."""
+    import multiprocessing as mp
+
+    alone, together = [], []
+    with mp.get_context("fork").Pool(n) as pool:
+        for _ in range(3):  # taking turns
+            alone.append(_gathers())
+            together += pool.map(_gathers, [time.time() + 0.5] * n)
+    return statistics.median(together) / statistics.median(alone)
+
+
 def batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken):
     """One row of the scaling table: encode_ordinary_batch on 1 and on --batch-threads threads, a
     fresh tokenizer for each per round, cold then warm (--batch-warm times), the two taking turns
@@ -270,7 +301,8 @@ def batch_row(kind, docs, name, ranks, specials, pattern, args, tiktoken):
         for state in ["cold"] + ["warm"] * args.batch_warm:  # the same tokenizers: their later batches are warm
             for threads, tag in ((1, "1"), (n, "n")):
                 tok = toks[threads]
-                w, c, out = batch_measure(tok, lambda: tok.encode_ordinary_batch(docs, num_threads=threads))
+                w, c, out = batch_measure(tok, lambda tok=tok, threads=threads:
+                                          tok.encode_ordinary_batch(docs, num_threads=threads))
                 cells[state + tag].append((w, c))
                 assert out == one, f"encode_batch on {threads} threads gave other ids for the {kind} text"
         del toks, tok
@@ -348,6 +380,7 @@ def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) 
 
         vocabularies.append(("cl100k", load_tiktoken_ranks(CL100K), {"<|endoftext|>": 100257}))
     rows, batch_rows = [], []
+    checks = [] if args.skip_batch else [cores_check(args.batch_threads)]
     for kind in args.encode_corpora.split(","):
         docs = corpus_docs(kind, int(args.encode_size * MB))
         for name, ranks, specials in vocabularies:
@@ -362,11 +395,14 @@ def encode_section(args, sizes, vocabs, pattern, trained, tiktoken, tokenizers) 
                 f"tiktoken's, the median of each round's own; load average now {load_average()}", ENCODE_HEADER, rows)
     if batch_rows:
         n = f"{args.batch_threads} threads"
+        checks.append(cores_check(args.batch_threads))
         cold, warm = args.encode_repeat, args.encode_repeat * args.batch_warm
         print_table(f"Batch encoding the same documents (encode_ordinary_batch): MB/s of wall time, medians of "
                     f"{cold} batches cold and {warm} warm; scaling = the time on one thread over the time on {n}, "
                     f"the median of each pair's own, the two taking turns (CPU: of the busiest process's CPU "
-                    f"time, what idle cores would give); {default_workers()} cores; load average now {load_average()}",
+                    f"time, what idle cores would give); {default_workers()} cores; load average now {load_average()}; "
+                    f"{args.batch_threads} processes running one memory-bound loop at once took "
+                    f"{' then '.join(f'{c:.2f}x' for c in checks)} the time of one alone (before the rows, after)",
                     [h.format(n=n) for h in BATCH_HEADER], batch_rows)
 
 
