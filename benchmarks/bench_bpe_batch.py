@@ -5,10 +5,10 @@ and the batch's scaling over many pairs of batches, in this process.
   takes it) encoded warm into what a worker sends back: lists of ids packed into bytes (the
   encoder the caller uses, then ``np.fromiter``) against ``PackedEncoder`` (bytes directly); the
   same ids are checked.
-- ``encode_ordinary_batch`` on 1 and on 2 threads: --rounds pairs of fresh tokenizers (cold), then
-  --warm pairs of batches of the same tokenizers (warm), one thread and two taking turns; the
-  scaling is the median of each pair's own ratio. The vocabulary is cl100k's
-  (``../shared/data/cl100k_base.tiktoken``).
+- ``encode_ordinary_batch`` on 1 and on 2 threads, as ``bench_bpe.py``'s batch table measures it
+  (``batch_row``): --rounds pairs of fresh tokenizers (cold), then --warm pairs of batches a round
+  (warm), one thread and two taking turns; the scaling is the median of each pair's own ratio.
+  The vocabulary is cl100k's (``../shared/data/cl100k_base.tiktoken``).
 
 Meant also for comparing two checkouts side by side, taking turns in fresh processes:
 
@@ -30,6 +30,7 @@ from bpe import Tokenizer  # noqa: E402
 from bpe.encode import parallel_encode  # noqa: E402
 from bpe.files.tiktoken_file import load_tiktoken_ranks  # noqa: E402
 from bpe.split.patterns import resolve_pattern  # noqa: E402
+from bench_bpe import BATCH_HEADER, batch_row, cores_check, print_table  # noqa: E402
 from bench_bpe_long import load_average, processor  # noqa: E402
 from bench_bpe_texts import corpus_docs  # noqa: E402
 
@@ -71,24 +72,6 @@ def share_costs(docs: list[str], ranks, pattern, rounds: int) -> str:
             f"packed {a * 1e3:.1f} ms, bytes {b * 1e3:.1f} ms ({b / a:.2f} of the time)")
 
 
-def scaling(docs: list[str], ranks, pattern, rounds: int, warm: int) -> list[str]:
-    """Lines of the cold and warm medians and scaling of 1 against 2 threads."""
-    cells: dict[str, list[float]] = {"cold1": [], "cold2": [], "warm1": [], "warm2": []}
-    for _ in range(rounds):
-        toks = {1: Tokenizer(ranks, pattern), 2: Tokenizer(ranks, pattern)}
-        for state in ["cold"] + ["warm"] * warm:
-            for threads in (1, 2):
-                t, _ = _timed(lambda: toks[threads].encode_ordinary_batch(docs, num_threads=threads))
-                cells[f"{state}{threads}"].append(t)
-    lines = []
-    for state in ("cold", "warm"):
-        one, two = cells[state + "1"], cells[state + "2"]
-        pairs = statistics.median(a / b for a, b in zip(one, two))
-        lines.append(f"{state}: 1 thread {statistics.median(one) * 1e3:.0f} ms, 2 threads "
-                     f"{statistics.median(two) * 1e3:.0f} ms, scaling {pairs:.2f}x (median of {len(one)} pairs)")
-    return lines
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="multilingual", help="code, prose or multilingual (default multilingual)")
@@ -101,9 +84,13 @@ def main(argv=None) -> int:
     print(f"{ROOT.name} {args.corpus} {args.size:g} MB, {len(docs)} documents; {processor()}; "
           f"load average {load_average()}")
     print(share_costs(docs, ranks, pattern, max(3, args.rounds)))
-    for line in scaling(docs, ranks, pattern, args.rounds, args.warm):
-        print(line)
-    print(f"load average {load_average()}")
+    check = cores_check(2)
+    row = batch_row(args.corpus, docs, "cl100k", ranks, {}, pattern,
+                    argparse.Namespace(encode_repeat=args.rounds, batch_threads=2, batch_warm=args.warm), None)
+    print_table(f"MB/s of wall time and scaling over {args.rounds} cold and {args.rounds * args.warm} warm pairs; "
+                f"2 processes running one memory-bound loop at once took {check:.2f}x then {cores_check(2):.2f}x "
+                f"the time of one alone; load average {load_average()}",
+                [h.format(n="2 threads") for h in BATCH_HEADER], [row])
     return 0
 
 

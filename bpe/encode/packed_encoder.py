@@ -20,8 +20,8 @@ import numpy as np
 from .piece_encoder import PieceEncoder
 
 ID_TYPE = np.int32  # the ids' type in the bytes, native byte order
-_CODE = next(c for c in "ilh" if array(c).itemsize == np.dtype(ID_TYPE).itemsize)  # array's code for it
-_SIZE = np.dtype(ID_TYPE).itemsize
+ID_SIZE = np.dtype(ID_TYPE).itemsize  # bytes an id takes
+_CODE = next(c for c in "ilh" if array(c).itemsize == ID_SIZE)  # array's code for it
 
 
 def pack_ids(ids) -> bytes:
@@ -35,7 +35,7 @@ def _join(out: list, seqs) -> None:
 
 def _put(lists: list, ids: np.ndarray, stops: np.ndarray | None) -> None:
     data = ids.astype(ID_TYPE).tobytes()
-    ends = (np.arange(1, ids.size + 1) if stops is None else stops) * _SIZE
+    ends = (np.arange(1, ids.size + 1) if stops is None else stops) * ID_SIZE
     ends = ends.tolist()
     deque(map(bytearray.extend, lists, map(data.__getitem__, map(slice, [0] + ends[:-1], ends))), maxlen=0)
 

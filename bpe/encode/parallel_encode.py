@@ -36,7 +36,7 @@ import numpy as np
 from ..text import repair_surrogates
 from ..workers import default_workers
 from .int_objects import id_lists
-from .packed_encoder import ID_TYPE, PackedEncoder, pack_ids
+from .packed_encoder import ID_SIZE, ID_TYPE, PackedEncoder, pack_ids
 from .special import check_disallowed, encode_with_specials, special_policy
 
 START_CHARS = 1 << 17  # characters whose encoding takes about as long as starting one worker
@@ -137,7 +137,7 @@ def _packed_ids(tok, texts: list[str], allowed: set[str], packed: PackedEncoder 
                                        tok.special_tokens, single=lambda i: pack_ids((i,)), join=b"".join)
         else:
             ids = packed.encode_many(texts)
-        counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // np.dtype(ID_TYPE).itemsize
+        counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) // ID_SIZE
         return counts.tobytes(), b"".join(ids)
     ids = _encode_prepared(tok, texts, allowed)
     counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))

@@ -119,16 +119,8 @@ class PieceEncoder:
     ``_pending``, ``_join``, ``_put``) that ``PackedEncoder`` overrides."""
 
     _pending = list  # a new piece's ids while it waits for its batch: filled in place
-
-    @staticmethod
-    def _ids(ids) -> tuple[int, ...]:
-        """A piece's ids (a sequence of ints) as the cache keeps them."""
-        return tuple(ids)
-
-    @staticmethod
-    def _join(out: list, seqs) -> None:
-        """Put the cached ids ``seqs`` of consecutive pieces, in order, onto ``out``."""
-        extend_all(out, seqs)
+    _ids = staticmethod(tuple)  # a piece's ids (a sequence of ints) as the cache keeps them
+    _join = staticmethod(extend_all)  # (out, seqs): the cached ids of consecutive pieces onto out
 
     @staticmethod
     def _put(lists: list, ids: np.ndarray, stops: np.ndarray | None) -> None:

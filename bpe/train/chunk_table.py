@@ -86,7 +86,7 @@ class ChunkTable:
             return self
         starts = np.cumsum(self.sizes) - self.sizes
         space = self.data[starts] == 0x20
-        key = np.take(span_words(self.data), starts + space) & HEAD_MASK[np.minimum(self.sizes - space, WORD)]
+        key = _heads(span_words(self.data), starts + space, self.sizes - space)
         order = radix_order(key, 8 * WORD)
         sizes = self.sizes[order]
         # each byte's place in the old data: its chunk's old start, plus its offset in the chunk
@@ -145,6 +145,12 @@ def run_starts(k: np.ndarray) -> np.ndarray:
     return out
 
 
+def _heads(words: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The first 8 bytes (fewer where ``sizes`` is less, zero-padded) of the spans at ``starts`` as
+    big-endian uint64 (``words``: ``span_words`` of their data), so that they order as the bytes do."""
+    return np.take(words, starts) & HEAD_MASK[np.minimum(sizes, WORD)]
+
+
 def _stand_ins(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """For each chunk of a table, the chunk that stands for all with its bytes (one of them, which
     stands for itself): (C,) int64. Chunks are grouped by a key of their size and first and last
@@ -152,7 +158,7 @@ def _stand_ins(data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     leads their group byte by byte, and the rare chunks that differ from it are matched by a dict."""
     starts = np.cumsum(sizes) - sizes
     words = span_words(data)
-    head = words[starts] & HEAD_MASK[np.minimum(sizes, WORD)]
+    head = _heads(words, starts, sizes)
     tail = np.where(sizes > WORD, words[np.maximum(starts + sizes - WORD, 0)], 0).astype(np.uint64)
     key = ((head * _MIX[0]) ^ (tail * _MIX[1]) ^ sizes.astype(np.uint64)).view(np.int64)
     order = np.argsort(key)  # any chunk of a group may lead it
