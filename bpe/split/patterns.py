@@ -25,6 +25,14 @@ no lookahead or ``$`` at the end of the left segment changes its chunks):
 - o200k: as cl100k, except a newline directly followed by ``/`` (punctuation may
   take ``[\\r\\n/]*``).
 
+Prose repeats words, not lines. In all three patterns a space can follow another character of a
+chunk only in a chunk of whitespace, and nothing looks behind; so a space after a character
+that is not whitespace is a cut: no chunk straddles it, the chunk before it ends there whatever
+follows (it is no whitespace run, the only kind a lookahead or ``$`` ends), and the chunks from
+it on do not depend on what precedes. ``word_splitter`` cuts at each space that has a
+non-whitespace character on both sides, so that every middle segment starts with that space
+and ends before one: such segments, like lines, can be joined in any order.
+
 Unknown patterns get no cuts (the whole text is one segment).
 """
 from __future__ import annotations
@@ -173,6 +181,27 @@ def safe_cut(text: str, at: int, pattern: str) -> int:
 def segment_cut(pattern: str) -> re.Pattern | None:
     """The compiled zero-width cut regex of a built-in pattern, or None."""
     return _CUTS.get(pattern)
+
+
+# Spaces beside whitespace (`re`'s, the wider set: a cut missed, never one too many), which are
+# no cuts; word_splitter stands GLUE_CHAR in for them, so that str.split(" ") cuts at the others.
+_GLUED_SPACE = re.compile(r" (?:(?=\s)|(?<=\s ))")
+GLUE_CHAR = "\x00"
+
+
+def word_splitter(pattern: str) -> Callable[[str], list[str]] | None:
+    """For the built-in patterns, a function cutting a text that holds no GLUE_CHAR at the spaces
+    between two non-whitespace characters, dropping those spaces: ``f(text)`` is the parts between
+    them, with GLUE_CHAR in place of every other space. Each part but the first, preceded by a
+    space (and GLUE_CHAR put back), is a segment; None for other patterns."""
+    if pattern not in _CUTS:
+        return None
+    glue = _GLUED_SPACE.sub
+
+    def split(text: str) -> list[str]:
+        return glue(GLUE_CHAR, text).split(" ")
+
+    return split
 
 
 def segment_splitter(pattern: str) -> Callable[[str], list[str]] | None:

@@ -1,12 +1,13 @@
 """Training, counting in one process: text -> {chunk: count}, in bounded memory.
 
 ``ChunkCounter`` gets exactly ``Counter(regex.findall(pattern, text))`` summed over the texts
-it is fed, but fast: texts are first cut into segments at provable chunk boundaries
-(``split.patterns.segment_splitter``), identical segments (repeated lines of code, say) are counted
-as strings, and only distinct segments go through the regex. Where the first PROBE_CHARS
-characters repeat too few segments for that to pay, the rest of the texts go straight through
-the regex. The segment table is flushed into the chunk table when it grows past a limit, so
-memory stays bounded on any corpus.
+it is fed, but fast: texts are first cut into segments at provable chunk boundaries, identical
+segments are counted as strings, and only distinct segments go through the regex. Segments are
+lines first (``split.patterns.segment_splitter``: code repeats whole lines); where the first
+PROBE_CHARS characters repeat too few lines for that to pay, words (``word_splitter``: prose
+repeats words, and ``str.split`` cuts at their spaces in C); where words do not pay either, the
+rest of the texts go straight through the regex. The segment tables are flushed into the chunk
+table when they grow past a limit, so memory stays bounded on any corpus.
 
 Special-token text found in the corpus (``<|endoftext|>`` between documents, say) separates
 documents and is not counted, so no merge learns from it.
@@ -15,17 +16,20 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress
+from itertools import accumulate, compress, count
 from operator import not_
 from typing import Iterable, Iterator, Mapping
 
-from ..split.patterns import segment_splitter
+import numpy as np
+
+from ..split.patterns import GLUE_CHAR, segment_splitter, word_splitter
 from ..split.twins import chunk_finder, has_astral
 from ..text import alternation, repair_surrogates
 
 MAX_SEGMENTS = 1 << 20  # distinct segments held before flushing into chunk counts
 PROBE_CHARS = 512 << 10  # characters counted through segments before choosing whether to go on so
-DIRECT_SHARE = 0.7  # ... go on only while the distinct segments hold at most this share of them
+DIRECT_SHARE = 0.7  # ... go on only while the distinct lines hold at most this share of them
+WORD_SHARE = 0.5  # ... or, for words, this share (cutting at words costs more than at lines)
 BATCH_CHARS = 1 << 16  # characters of segments pre-tokenized by one regex call when flushing
 
 
@@ -45,8 +49,11 @@ class ChunkCounter:
         self._specials = sorted(set(special_tokens))
         self._special_split = alternation(self._specials).split if self._specials else None
         self._findall = chunk_finder(pattern)
-        self._split = segment_splitter(pattern)
-        self._segments: Counter[str] = Counter()  # regular segments
+        self._split = segment_splitter(pattern)  # lines; None once they do not pay
+        self._words = word_splitter(pattern)  # set as self._split_words once lines do not pay
+        self._split_words = None
+        self._segments: Counter[str] = Counter()  # regular segments (lines)
+        self._pieces: Counter[str] = Counter()  # regular word segments, each without its leading space
         self._ends: Counter[str] = Counter()  # first and last segments of texts
         self.chunks: Counter[str] = Counter()
         self.n_bytes = 0  # characters seen, a progress measure
@@ -67,7 +74,10 @@ class ChunkCounter:
 
     def _add(self, text: str, times: int) -> None:
         if self._split is None:
-            _count(self.chunks, self._findall(text), times)
+            if self._split_words is None or GLUE_CHAR in text:
+                _count(self.chunks, self._findall(text), times)
+            else:
+                self._add_words(text, times)
             return
         segs = self._split(text)
         self._cut_chars += len(text)
@@ -89,13 +99,36 @@ class ChunkCounter:
         if len(self._segments) + len(self._ends) > MAX_SEGMENTS:
             self.flush()
 
+    def _add_words(self, text: str, times: int) -> None:
+        parts = self._split_words(text)
+        self._cut_chars += len(text)
+        ends = self._ends
+        ends[parts[0].replace(GLUE_CHAR, " ")] += times
+        if len(parts) > 1:
+            ends[" " + parts[-1].replace(GLUE_CHAR, " ")] += times
+            del parts[0], parts[-1]
+            if times == 1:
+                self._pieces.update(parts)
+            else:
+                for s, k in Counter(parts).items():
+                    self._pieces[s] += k * times
+        if self._probe_at is not None and self._cut_chars >= self._probe_at:
+            self._choose()
+        if len(self._pieces) + len(self._ends) > MAX_SEGMENTS:
+            self.flush()
+
     def _choose(self) -> None:
         """Go on cutting texts into segments only if repeated segments saved enough so far: cutting
-        and counting them costs about a third of pre-tokenizing the text."""
+        lines and counting them costs about a third of pre-tokenizing the text, words about half.
+        Where lines do not pay, words are probed next."""
         self._probe_at = None
-        distinct = sum(map(len, self._segments)) + sum(map(len, self._ends))
-        if distinct > DIRECT_SHARE * self._cut_chars:
-            self._split = None
+        distinct = sum(map(len, self._segments)) + sum(map(len, self._pieces)) + sum(map(len, self._ends))
+        lines = self._split is not None
+        if distinct > (DIRECT_SHARE if lines else WORD_SHARE) * self._cut_chars:
+            self._split = self._split_words = None
+            if lines and self._words is not None:
+                self._split_words = self._words
+                self._cut_chars, self._probe_at = 0, PROBE_CHARS
             self.flush()  # now, not in the serial tail of counting
 
     def flush(self) -> None:
@@ -120,10 +153,53 @@ class ChunkCounter:
                     chunks = findall("".join(compress(segs, map(not_, astral))))
                     chunks += findall("".join(compress(segs, astral)))
                 _count(counts, chunks, n)
+        if self._pieces:
+            self._flush_words()
         for seg, n in self._ends.items():
             _count(counts, findall(seg), n)
         self._segments = Counter()
         self._ends = Counter()
+
+    def _flush_words(self) -> None:
+        """Pre-tokenize the distinct word segments into ``self.chunks``: those met once in runs
+        counted in C (``Counter.update``); the others' chunks numbered by a dict (their first
+        place, in C) and their weights, their segments' counts, summed by ``bincount``."""
+        pieces = list(self._pieces)
+        n = np.fromiter(self._pieces.values(), dtype=np.int64, count=len(pieces))
+        self._pieces = Counter()
+        once = n == 1
+        first: dict[str, int] = {}
+        numbers = count()
+        places, weights = [], []
+        for text, segs, w in self._spaced_runs(list(compress(pieces, (~once).tolist())), n[~once]):
+            chunks = self._findall(text)
+            size = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+            ends = np.cumsum(np.fromiter(map(len, segs), dtype=np.int64, count=len(segs)) + 1)
+            weights.append(w[np.searchsorted(ends, np.cumsum(size) - size, side="right")])
+            places.append(np.fromiter(map(first.setdefault, chunks, numbers), dtype=np.int64, count=len(chunks)))
+        if first:
+            sums = np.bincount(np.concatenate(places), weights=np.concatenate(weights))  # exact below 2**53
+            add_counts(self.chunks, dict(zip(first, sums[list(first.values())].astype(np.int64).tolist())))
+        for text, _, _ in self._spaced_runs(list(compress(pieces, once.tolist())), None):
+            self.chunks.update(self._findall(text))
+
+    def _spaced_runs(self, pieces: list[str], n: np.ndarray | None):
+        """Runs of word segments (``pieces``, each without its space), each run as (its text, its
+        pieces, their counts ``n``, (len(pieces),) int64 or None) as ``_spaced`` joins them;
+        segments with astral characters in runs of their own (the twin's stand-in path)."""
+        at = 0
+        for segs in _batches(pieces) if pieces else ():  # no run: _spaced would make one space
+            w = None if n is None else n[at : at + len(segs)]
+            at += len(segs)
+            text = _spaced(segs)
+            if not has_astral(text):
+                yield text, segs, w
+                continue
+            astral = np.fromiter(map(has_astral, segs), dtype=bool, count=len(segs))
+            for part in (~astral, astral):
+                some = list(compress(segs, part.tolist()))
+                if some:
+                    yield _spaced(some), some, None if w is None else w[part]
 
     def result(self) -> Counter[str]:
         self.flush()
@@ -147,6 +223,11 @@ def _count(counts: Counter[str], chunks: list[str], times: int) -> None:
     else:
         for c, k in Counter(chunks).items():
             counts[c] += k * times
+
+
+def _spaced(pieces: list[str]) -> str:
+    """Word segments end to end: each piece after its space, the glued spaces put back."""
+    return (" " + " ".join(pieces)).replace(GLUE_CHAR, " ")
 
 
 def _batches(segs: list[str]) -> Iterator[list[str]]:

@@ -6,12 +6,12 @@ import regex
 from hypothesis import given, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
-from bpe.split.patterns import PATTERNS, resolve_pattern, segment_splitter
+from bpe.split.patterns import GLUE_CHAR, PATTERNS, resolve_pattern, segment_splitter, word_splitter
 
 # Characters that stress the cut rules: newlines, \r, indentation, '/', apostrophes,
-# Unicode whitespace, digits, letters, marks, CJK, emoji.
+# Unicode whitespace, digits, letters, marks, CJK, emoji, NUL (word_splitter's stand-in).
 tricky = st.text(alphabet=st.sampled_from(
-    list("ab Z1 23\n\n\r\t  :/.'s,") + ["\u00e9", "\x1c", "\x85", "\u3000", "\u2028", "字", "\u0301", "🎉"]),
+    list("ab Z1 23\n\n\r\t  :/.'s,") + ["\u00e9", "\x1c", "\x85", "\u3000", "\u2028", "字", "\u0301", "🎉", "\x00"]),
     max_size=80)
 
 
@@ -47,31 +47,87 @@ def test_segments_preserve_chunks(pattern, text):
     assert [c for s in segments for c in regex.findall(pattern, s)] == whole
 
 
+@pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
+@given(texts=st.lists(tricky.filter(lambda t: GLUE_CHAR not in t), min_size=1, max_size=4), seed=st.randoms())
+def test_word_segments_preserve_chunks_in_any_order(pattern, texts, seed):
+    """Each text cut at words gives its chunks segment by segment, and its middle segments (all
+    texts', shuffled) joined give the chunks that each gives alone."""
+    split = word_splitter(pattern)
+    middle = []
+    for text in texts:
+        parts = [p.replace(GLUE_CHAR, " ") for p in split(text)]
+        segments = parts[:1] + [" " + p for p in parts[1:]]
+        assert "".join(segments) == text
+        assert [c for s in segments for c in regex.findall(pattern, s)] == regex.findall(pattern, text)
+        middle += segments[1:-1]
+    for s in middle:  # each starts with its space and ends before one, beside no whitespace
+        assert s[0] == " " and not s[1].isspace() and not s[-1].isspace()
+    seed.shuffle(middle)
+    assert regex.findall(pattern, "".join(middle)) == [c for s in middle for c in regex.findall(pattern, s)]
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("a b", ["a", "b"]), ("a  b", ["a\x00\x00b"]), (" a\n b ", ["", "a\n\x00b", ""]),
+    ("x \ty", ["x\x00\ty"]), ("x\x1c y", ["x\x1c\x00y"]), ("日本 語", ["日本", "語"])])
+def test_word_splitter_cuts_only_between_non_whitespace(text, parts):
+    assert word_splitter(GPT4_PATTERN)(text) == parts
+
+
 def test_unknown_pattern_has_no_cuts():
     assert segment_splitter(r"\w+|\W") is None
+    assert word_splitter(r"\w+|\W") is None
 
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
 @given(texts=st.lists(tricky, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
        probe=st.sampled_from([None, 0, 30]), share=st.sampled_from([0.0, 0.7, 1.0]),
-       batch=st.sampled_from([1 << 16, 1, 7]))
-def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, share, batch):
+       word_share=st.sampled_from([0.0, 0.5, 1.0]), batch=st.sampled_from([1 << 16, 1, 7]))
+def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, share, word_share, batch):
     from collections import Counter
     from unittest import mock
 
     from bpe.train import chunk_counter as count
     from bpe.train.chunk_counter import ChunkCounter
 
-    # The choice after ``probe`` characters (None: the default) to go on through segments or
-    # not, and the runs of segments the flush pre-tokenizes together, change no count.
+    # The choices after ``probe`` characters (None: the default) to go on through lines, words or
+    # neither, and the runs of segments the flush pre-tokenizes together, change no count.
     with mock.patch.multiple(count, PROBE_CHARS=probe if probe is not None else count.PROBE_CHARS,
-                             DIRECT_SHARE=share, BATCH_CHARS=batch):
+                             DIRECT_SHARE=share, WORD_SHARE=word_share, BATCH_CHARS=batch):
         counter = ChunkCounter(pattern)
         want = Counter()
         for t, k in zip(texts + texts[:2], times + times):  # repeats exercise the counted-more-than-once path
             counter.add(t, k)  # a document that occurs k times
             for c in regex.findall(pattern, t):
                 want[c] += k
+        assert counter.result() == want
+
+
+words = st.lists(st.sampled_from(["a", "ab", "b'", "s", "Z1", "23", ".", ":/", "\u00e9", "字", "🎉", "\x00", "\u0301"]),
+                 min_size=1, max_size=3).map("".join)
+gaps = st.sampled_from([" "] * 8 + ["  ", "\n", " \n", "\n ", "\t ", "\x1c ", "\u3000", "\r\n  "])
+prose = st.lists(st.tuples(words, gaps), max_size=24).map(lambda ws: "".join(w + g for w, g in ws))
+
+
+@pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
+@given(texts=st.lists(prose | tricky, min_size=1, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
+       limit=st.sampled_from([1 << 20, 4]), batch=st.sampled_from([1 << 16, 1, 7]), data=st.data())
+def test_chunk_counter_by_words_equals_counting_findall(pattern, texts, times, limit, batch, data):
+    """Texts counted through word segments from the second on (the first goes through lines, and
+    the probe then turns to words for good), flushed at every few segments or once."""
+    from collections import Counter
+    from unittest import mock
+
+    from bpe.train import chunk_counter as count
+
+    with mock.patch.multiple(count, PROBE_CHARS=0, DIRECT_SHARE=-1.0, WORD_SHARE=float("inf"),
+                             MAX_SEGMENTS=limit, BATCH_CHARS=batch):
+        counter = count.ChunkCounter(pattern)
+        want = Counter()
+        for t, k in zip(["x y"] + texts, [1] + times):
+            counter.add(t, k)
+            for c in regex.findall(pattern, t):
+                want[c] += k
+        assert counter._split is None and counter._split_words is not None
         assert counter.result() == want
 
 
