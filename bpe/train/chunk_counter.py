@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress, count
+from itertools import accumulate, chain, compress, count
 from operator import not_
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -50,8 +50,8 @@ class ChunkCounter:
         self._special_split = alternation(self._specials).split if self._specials else None
         self._findall = chunk_finder(pattern)
         self._split = segment_splitter(pattern)  # lines; None once they do not pay
-        self._words = word_splitter(pattern)  # set as self._split_words once lines do not pay
-        self._split_words = None
+        self._words = word_splitter(pattern)
+        self._split_words = None  # self._words once lines do not pay and words do
         self._segments: Counter[str] = Counter()  # regular segments (lines)
         self._pieces: Counter[str] = Counter()  # regular word segments, each without its leading space
         self._ends: Counter[str] = Counter()  # first and last segments of texts
@@ -59,6 +59,7 @@ class ChunkCounter:
         self.n_bytes = 0  # characters seen, a progress measure
         self._probe_at = PROBE_CHARS if self._split is not None else None
         self._cut_chars = 0  # characters cut into segments (each distinct text once)
+        self._probed: list[str] = []  # the texts cut before the choice
 
     def add(self, text: str, times: int = 1) -> None:
         """Count the chunks of one text (a document: chunks never span two texts), ``times`` over."""
@@ -81,6 +82,8 @@ class ChunkCounter:
             return
         segs = self._split(text)
         self._cut_chars += len(text)
+        if self._probe_at is not None:
+            self._probed.append(text)
         if times > 1:  # a repeated document: its segments counted once, then weighted
             for s, k in Counter(segs[1:-1]).items():
                 self._segments[s] += k * times
@@ -101,7 +104,6 @@ class ChunkCounter:
 
     def _add_words(self, text: str, times: int) -> None:
         parts = self._split_words(text)
-        self._cut_chars += len(text)
         ends = self._ends
         ends[parts[0].replace(GLUE_CHAR, " ")] += times
         if len(parts) > 1:
@@ -112,24 +114,23 @@ class ChunkCounter:
             else:
                 for s, k in Counter(parts).items():
                     self._pieces[s] += k * times
-        if self._probe_at is not None and self._cut_chars >= self._probe_at:
-            self._choose()
         if len(self._pieces) + len(self._ends) > MAX_SEGMENTS:
             self.flush()
 
     def _choose(self) -> None:
-        """Go on cutting texts into segments only if repeated segments saved enough so far: cutting
-        lines and counting them costs about a third of pre-tokenizing the text, words about half.
-        Where lines do not pay, words are probed next."""
+        """Go on cutting texts into lines only if repeated lines saved enough so far: cutting and
+        counting them costs about a third of pre-tokenizing the text. Else cut them into words
+        from now on if the texts seen so far hold few enough distinct words (cutting and counting
+        words costs about half), or pre-tokenize them whole."""
         self._probe_at = None
-        distinct = sum(map(len, self._segments)) + sum(map(len, self._pieces)) + sum(map(len, self._ends))
-        lines = self._split is not None
-        if distinct > (DIRECT_SHARE if lines else WORD_SHARE) * self._cut_chars:
-            self._split = self._split_words = None
-            if lines and self._words is not None:
-                self._split_words = self._words
-                self._cut_chars, self._probe_at = 0, PROBE_CHARS
-            self.flush()  # now, not in the serial tail of counting
+        probed, self._probed = self._probed, []
+        distinct = sum(map(len, self._segments)) + sum(map(len, self._ends))
+        if distinct <= DIRECT_SHARE * self._cut_chars:
+            return
+        self._split = None
+        if self._words is not None and _word_share(self._words, probed) <= WORD_SHARE:
+            self._split_words = self._words
+        self.flush()  # now, not in the serial tail of counting
 
     def flush(self) -> None:
         """Pre-tokenize the distinct segments seen so far into ``self.chunks``."""
@@ -223,6 +224,13 @@ def _count(counts: Counter[str], chunks: list[str], times: int) -> None:
     else:
         for c, k in Counter(chunks).items():
             counts[c] += k * times
+
+
+def _word_share(split: Callable[[str], list[str]], texts: list[str]) -> float:
+    """The characters of the distinct word segments of ``texts`` (``split``: a ``word_splitter``)
+    as a share of the texts' characters."""
+    words = set(chain.from_iterable(map(split, texts)))
+    return (sum(map(len, words)) + len(words)) / max(sum(map(len, texts)), 1)
 
 
 def _spaced(pieces: list[str]) -> str:

@@ -131,6 +131,22 @@ def test_chunk_counter_by_words_equals_counting_findall(pattern, texts, times, l
         assert counter.result() == want
 
 
+def test_the_probe_turns_to_words_where_lines_do_not_repeat_but_words_do():
+    from unittest import mock
+
+    from bpe.train import chunk_counter as count
+
+    prose = " ".join(["the cat sat on the mat", "a dog and the cat", "the mat was red"] * 40)
+    lines = "x = 1\n" * 400  # repeated lines: they stay
+    unique = "".join(f"{i:x}" + "\u4e00" * (i % 7) for i in range(2000))  # no word repeats
+    for text, mode in [(prose, "words"), (lines, "lines"), (unique, "direct")]:
+        with mock.patch.object(count, "PROBE_CHARS", 1000):
+            counter = count.ChunkCounter(GPT4_PATTERN)
+            counter.add(text)
+        assert mode == ("lines" if counter._split else "words" if counter._split_words else "direct")
+    assert count._word_share(word_splitter(GPT4_PATTERN), ["a b a b", "b a"]) == (1 + 1 + 2) / 10
+
+
 # ---- safe cuts and coverage -------------------------------------------------------
 
 CUT_TEXTS = ["x = a!\n/b\n" * 40, "def f(x):\n    return x  \n\n\tclass A:\n  pass\r\n" * 6,
