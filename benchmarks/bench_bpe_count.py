@@ -73,8 +73,10 @@ def count_row(kind: str, docs: list[str], pattern: str, repeat: int) -> list:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", default="code,prose,multilingual")
-    ap.add_argument("--size", type=float, default=25, help="MB counted in one process; 0: no counting (default 25)")
-    ap.add_argument("--train-size", type=float, default=50, help="MB trained on, vocab 32,768; 0: no training (default 50)")
+    ap.add_argument("--size", type=float, default=25,
+                    help="MB counted in one process; 0: no counting (default 25)")
+    ap.add_argument("--train-size", type=float, default=50,
+                    help="MB trained on, vocab 32,768; 0: no training (default 50)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     pattern = resolve_pattern("gpt4")
@@ -97,7 +99,8 @@ def main(argv=None) -> None:
         print_table(f"Counting {args.size:g} MB in one process, seconds, median of {args.repeat}",
                     ["corpus", "way chosen", "chosen", "lines", "words", "regex"], rows)
     if trained:
-        print_table(f"Training {args.train_size:g} MB, vocab 32,768, ours alone, in this process: wall seconds",
+        print_table(f"Training {args.train_size:g} MB, vocab 32,768, ours alone, in this process: "
+                    "wall seconds",
                     ["corpus", f"median of {args.repeat}", "each"], trained)
     print(f"load average after: {load_average()}")
 

@@ -177,7 +177,8 @@ class ChunkCounter:
             size = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
             ends = np.cumsum(np.fromiter(map(len, segs), dtype=np.int64, count=len(segs)) + 1)
             weights.append(w[np.searchsorted(ends, np.cumsum(size) - size, side="right")])
-            places.append(np.fromiter(map(first.setdefault, chunks, numbers), dtype=np.int64, count=len(chunks)))
+            place = map(first.setdefault, chunks, numbers)  # a chunk's number: where it was first met
+            places.append(np.fromiter(place, dtype=np.int64, count=len(chunks)))
         if first:
             sums = np.bincount(np.concatenate(places), weights=np.concatenate(weights))  # exact below 2**53
             add_counts(self.chunks, dict(zip(first, sums[list(first.values())].astype(np.int64).tolist())))

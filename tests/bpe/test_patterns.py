@@ -11,7 +11,8 @@ from bpe.split.patterns import GLUE_CHAR, PATTERNS, resolve_pattern, segment_spl
 # Characters that stress the cut rules: newlines, \r, indentation, '/', apostrophes,
 # Unicode whitespace, digits, letters, marks, CJK, emoji, NUL (word_splitter's stand-in).
 tricky = st.text(alphabet=st.sampled_from(
-    list("ab Z1 23\n\n\r\t  :/.'s,") + ["\u00e9", "\x1c", "\x85", "\u3000", "\u2028", "字", "\u0301", "🎉", "\x00"]),
+    list("ab Z1 23\n\n\r\t  :/.'s,")
+    + ["\u00e9", "\x1c", "\x85", "\u3000", "\u2028", "字", "\u0301", "🎉", "\x00"]),
     max_size=80)
 
 
@@ -102,14 +103,15 @@ def test_chunk_counter_equals_counting_findall(pattern, texts, times, probe, sha
         assert counter.result() == want
 
 
-words = st.lists(st.sampled_from(["a", "ab", "b'", "s", "Z1", "23", ".", ":/", "\u00e9", "字", "🎉", "\x00", "\u0301"]),
-                 min_size=1, max_size=3).map("".join)
+words = st.lists(st.sampled_from(["a", "ab", "b'", "s", "Z1", "23", ".", ":/", "\u00e9", "字", "🎉", "\x00",
+                                  "\u0301"]), min_size=1, max_size=3).map("".join)
 gaps = st.sampled_from([" "] * 8 + ["  ", "\n", " \n", "\n ", "\t ", "\x1c ", "\u3000", "\r\n  "])
 prose = st.lists(st.tuples(words, gaps), max_size=24).map(lambda ws: "".join(w + g for w, g in ws))
 
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN])
-@given(texts=st.lists(prose | tricky, min_size=1, max_size=8), times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
+@given(texts=st.lists(prose | tricky, min_size=1, max_size=8),
+       times=st.lists(st.integers(1, 3), min_size=8, max_size=8),
        limit=st.sampled_from([1 << 20, 4]), batch=st.sampled_from([1 << 16, 1, 7]), data=st.data())
 def test_chunk_counter_by_words_equals_counting_findall(pattern, texts, times, limit, batch, data):
     """Texts counted through word segments from the second on (the first goes through lines, and
