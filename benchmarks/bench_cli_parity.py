@@ -1,15 +1,18 @@
 """The same model trained from Python (the README's loop, no settings) and by `gpt train`: ms/step.
 
-    python3 benchmarks/bench_cli_parity.py               # config (b) of bench_train.py, 2 rounds
-    python3 benchmarks/bench_cli_parity.py --steps 60 --rounds 3
+    python3 benchmarks/bench_cli_parity.py               # config (b) of bench_train.py, 4 rounds
+    python3 benchmarks/bench_cli_parity.py --steps 60 --rounds 6
 
 A data folder is prepared once (standard-library sources, vocab 4096). Each round runs, each in a
-fresh process and one after the other: `gpt train --data` for --steps steps (its metrics.jsonl
-gives ms/step per window of 10 steps), and a plain Python loop over the same model, data and
-optimizer settings as a user writes it (GPT(GPTConfig(...)), AdamW over weight_decay_groups,
-forward, zero_grad, backward, clip_grad_norm, step), with no thread or allocator call of its own,
-timed step by step. The first window of steps is warm-up for both and is left out; a figure is
-the median over the rest of all rounds. The load average is printed before and after.
+fresh process and one after the other, `gpt train` first in rounds 1, 3, ... and the loop first in
+rounds 2, 4, ...: `gpt train --data` for --steps steps (its metrics.jsonl gives ms/step per window of 10
+steps), and a plain Python loop over the same model, data and optimizer settings as a user writes
+it (GPT(GPTConfig(...)), AdamW over weight_decay_groups, forward, zero_grad, backward,
+clip_grad_norm, step), with no thread or allocator call of its own, timed step by step. The first
+window of steps is warm-up for both and is left out. Each round prints its two medians and their
+ratio; the summary gives the median over the windows of all rounds and the median of the rounds'
+own ratios ("paired", the steadier figure where the machine's speed drifts between rounds). The
+load average is printed before and after.
 """
 from __future__ import annotations
 
@@ -82,7 +85,7 @@ def run_python(data: Path, steps: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, GPT_THREADS={os.environ.get('GPT_THREADS', '-')}")
@@ -90,16 +93,26 @@ def main() -> None:
         data = Path(tmp) / "data"
         subprocess.run([sys.executable, "-m", "gpt.cli", "prepare", "--out", str(data), "--vocab-size", "4096",
                         "--max-chars", "3000000"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        cli, py = [], []
+        cli, py, ratios = [], [], []
         for r in range(args.rounds):
-            cli += run_cli(data, args.steps, Path(tmp) / f"run{r}")
-            py += run_python(data, args.steps)
+            if r % 2 == 0:
+                c_r = run_cli(data, args.steps, Path(tmp) / f"run{r}")
+                p_r = run_python(data, args.steps)
+            else:
+                p_r = run_python(data, args.steps)
+                c_r = run_cli(data, args.steps, Path(tmp) / f"run{r}")
+            cli += c_r
+            py += p_r
+            ratios.append(statistics.median(p_r) / statistics.median(c_r))
+            print(f"round {r + 1} ({'gpt train' if r % 2 == 0 else 'Python'} first): gpt train "
+                  f"{statistics.median(c_r):.0f} ms/step, Python {statistics.median(p_r):.0f}, ratio {ratios[-1]:.3f}")
     c, p = statistics.median(cli), statistics.median(py)
     print(f"config (b): {MODEL['n_layer']} layers, d={MODEL['n_embd']}, T={MODEL['block_size']}, B={BATCH}, "
           f"vocab 4096; {args.rounds} rounds of {args.steps} steps, medians of {WINDOW}-step windows")
     print("| run | ms/step |\n|---|---|")
     print(f"| gpt train | {c:.0f} |\n| Python loop (README) | {p:.0f} |")
-    print(f"Python / gpt train: {p / c:.3f}")
+    print(f"Python / gpt train: {p / c:.3f} (medians of all windows); {statistics.median(ratios):.3f} "
+          f"(paired: the median of the rounds' own ratios)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
