@@ -4,11 +4,11 @@
     python3 benchmarks/bench_cli_parity.py --steps 60 --rounds 6
 
 A data folder is prepared once (standard-library sources, vocab 4096). Each round runs, each in a
-fresh process and one after the other, `gpt train` first in rounds 1, 3, ... and the loop first in
-rounds 2, 4, ...: `gpt train --data` for --steps steps (its metrics.jsonl gives ms/step per window of 10
-steps), and a plain Python loop over the same model, data and optimizer settings as a user writes
-it (GPT(GPTConfig(...)), AdamW over weight_decay_groups, forward, zero_grad, backward,
-clip_grad_norm, step), with no thread or allocator call of its own, timed step by step. The first
+fresh process and one after the other, `gpt train` first in rounds 1, 3, ... and the loop first
+in rounds 2, 4, ...: `gpt train --data` for --steps steps (its metrics.jsonl gives ms/step per
+window of 10 steps), and a plain Python loop over the same model, data and optimizer settings as
+a user writes it (GPT(GPTConfig(...)), AdamW over weight_decay_groups, forward, zero_grad,
+backward, clip_grad_norm, step), with no thread or allocator call of its own, timed step by step. The first
 window of steps is warm-up for both and is left out. Each round prints its two medians and their
 ratio; the summary gives the median over the windows of all rounds and the median of the rounds'
 own ratios ("paired", the steadier figure where the machine's speed drifts between rounds). The
@@ -95,16 +95,16 @@ def main() -> None:
                         "--max-chars", "3000000"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         cli, py, ratios = [], [], []
         for r in range(args.rounds):
-            if r % 2 == 0:
-                c_r = run_cli(data, args.steps, Path(tmp) / f"run{r}")
+            cli_first = r % 2 == 0
+            if not cli_first:
                 p_r = run_python(data, args.steps)
-            else:
+            c_r = run_cli(data, args.steps, Path(tmp) / f"run{r}")
+            if cli_first:
                 p_r = run_python(data, args.steps)
-                c_r = run_cli(data, args.steps, Path(tmp) / f"run{r}")
             cli += c_r
             py += p_r
             ratios.append(statistics.median(p_r) / statistics.median(c_r))
-            print(f"round {r + 1} ({'gpt train' if r % 2 == 0 else 'Python'} first): gpt train "
+            print(f"round {r + 1} ({'gpt train' if cli_first else 'Python'} first): gpt train "
                   f"{statistics.median(c_r):.0f} ms/step, Python {statistics.median(p_r):.0f}, ratio {ratios[-1]:.3f}")
     c, p = statistics.median(cli), statistics.median(py)
     print(f"config (b): {MODEL['n_layer']} layers, d={MODEL['n_embd']}, T={MODEL['block_size']}, B={BATCH}, "
