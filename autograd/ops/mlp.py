@@ -64,13 +64,13 @@ class GeluMLP(Function):
         w1, b1, w2, b2 = p["w1"], p.get("b1"), p["w2"], p.get("b2")
         x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))               # (N, C)
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
-        rows_in = x2 if norm is None else norm.out          # the first product's input rows
         N, H = x2.shape[0], w1.shape[1]
         u, a = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
         y = np.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
-            ub = np.matmul(rows_in[lo:hi], w1, out=u[lo:hi])
+            rows = x2[lo:hi] if norm is None else norm.block(lo, hi)    # the first product's input
+            ub = np.matmul(rows, w1, out=u[lo:hi])
             if b1 is not None:
                 ub += b1
             hb = np.empty_like(ub)

@@ -183,6 +183,45 @@ def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
         affine(xhat, w, b, out=y)
 
 
+def _layer_norm_small_rows(x, xhat, rstd, y, w, b, eps) -> None:
+    """layer_norm_array's formula for arrays below the pool's size, on rows x (n, C) of NumPy
+    float32/float64 into xhat, rstd (n, 1) and y (None: xhat is the output): each row's numbers
+    are those of the whole array's (every pass is row by row)."""
+    C = x.shape[-1]
+    mean = row_sums(x)
+    mean *= 1.0 / C
+    np.subtract(x, mean, out=xhat)
+    var = np.vecdot(xhat, xhat)[:, None]
+    var += eps * C
+    np.sqrt(var, out=var)
+    np.divide(C ** 0.5, var, out=rstd)
+    xhat *= rstd
+    if y is not None:
+        affine(xhat, w, b, out=y)
+
+
+def _rms_norm_rows(x, xhat, rstd, y, w, eps) -> None:
+    """rms_norm_array on rows x (n, C) of NumPy float32/float64 into xhat, rstd (n, 1) and y
+    (None: xhat is the output), the same numbers row by row."""
+    ms = np.vecdot(x, x)[:, None]
+    ms *= 1.0 / x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    np.reciprocal(ms, out=rstd)
+    np.multiply(x, rstd, out=xhat)
+    if y is not None:
+        affine(xhat, w, None, out=y)
+
+
+def norm_rows(centered: bool, whole):
+    """The row function (x, xhat, rstd, y, w, b, eps) that gives rows of `whole` (a NumPy
+    float32/float64 (N, C) array) the numbers the norm op gives them: LayerNorm's formula for
+    `whole`'s size (centered) or RMSNorm's (b unused). Any block of rows may run on its own."""
+    if not centered:
+        return lambda x, xhat, rstd, y, w, b, eps: _rms_norm_rows(x, xhat, rstd, y, w, eps)
+    return _layer_norm_rows if _on_pool(whole) else _layer_norm_small_rows
+
+
 def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
     """LayerNorm of an array x (..., C) with the optional gain w and shift b (C,) -> (y, xhat,
     rstd (..., 1)); y is xhat itself when there is neither. The forward of the LayerNorm op,

@@ -6,10 +6,10 @@ an RMSNorm (gain) over C, with the row kernels of autograd/ops/norm.py:
     n = norm(x) = xhat * w + b                  xhat (N, C), rstd (N, 1) saved, x not
 Backward, with dn = dL/dn from the sublayer and g = dL/dout:
     dx = norm_backward(dn) + g,   dw = sum over rows of dn * xhat,   db = sum over rows of dn
-The norm runs over all rows on the calling thread (on the pool only when large, as the norm op
-does), not inside the sublayer's blocks: its many short NumPy passes hold the GIL for most of
-their time, so two threads running them at once queue on it and each runs slower than one
-alone. In backward it runs after the
+In the forward each of the sublayer's blocks of rows normalises its own rows first, on the
+thread that runs it (RowNorm.block), so the norm takes no hand-off of its own and its rows are
+in cache for the first product; every pass of the norm op is row by row, so each row gets the
+norm op's numbers whichever block holds it. In backward the norm runs over all rows after the
 weight-gradient products were deferred, which the workers take meanwhile (they release the
 GIL). The same numbers as the norm op, the sublayer and an add composed: the norm's forward
 and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/
@@ -37,7 +37,7 @@ import numpy as np
 
 from autograd import parallel
 from autograd.ops.matmul import weight_grads
-from autograd.ops.norm import affine, backward_rows, layer_norm_array, rms_norm_array
+from autograd.ops.norm import affine, backward_rows, norm_rows
 
 
 def named_inputs(norm, **params) -> tuple:
@@ -61,20 +61,28 @@ def options(norm, residual: bool, names: tuple) -> dict:
 
 class RowNorm:
     """The norm in front of a fused sublayer over the rows x2 (N, C) (NumPy float32 or float64),
-    computed on construction by the norm op's own forward: `out` (N, C) is the sublayer's input,
-    xhat (N, C) and rstd (N, 1) what its backward needs; x2 is not kept."""
+    computed block by block of rows as the sublayer's blocks ask for them (`block`), each row by
+    the norm op's own formula for x2 (norm.norm_rows): the same numbers. `out` (N, C) is the
+    sublayer's input, xhat (N, C) and rstd (N, 1) what its backward needs; x2 is not kept."""
 
     def __init__(self, x2, names: tuple, params: tuple, centered: bool, eps: float):
         p = dict(zip(names, params))
-        self.w, self.b, self.centered = p.get("norm_w"), p.get("norm_b"), centered
-        if centered:
-            self.out, self.xhat, self.rstd = layer_norm_array(x2, self.w, self.b, eps)
-        else:
-            self.out, self.xhat, self.rstd = rms_norm_array(x2, self.w, eps)
+        self.w, self.b, self.centered, self.eps = p.get("norm_w"), p.get("norm_b"), centered, eps
+        self.x2, self.rows_fn = x2, norm_rows(centered, x2)
+        self.xhat, self.rstd = np.empty_like(x2), np.empty((x2.shape[0], 1), dtype=x2.dtype)
+        plain = self.w is None and self.b is None
+        self.out = self.xhat if plain else np.empty_like(x2)   # the output is xhat itself without w, b
+
+    def block(self, lo: int, hi: int):
+        """Rows lo..hi of `out`, computed now (once per row, before `drop_rows`)."""
+        y = None if self.out is self.xhat else self.out[lo:hi]
+        self.rows_fn(self.x2[lo:hi], self.xhat[lo:hi], self.rstd[lo:hi], y, self.w, self.b, self.eps)
+        return self.out[lo:hi]
 
     def drop_rows(self) -> None:
         """Forget `out` once the sublayer's forward has read it (`rows` rebuilds it), unless it is
         small: rebuilding rows below the pool's size costs more in calls than they hold."""
+        self.x2 = None
         if self.out.size >= parallel.MIN_PARALLEL:
             self.out = None
 
@@ -105,6 +113,10 @@ class DeviceNorm:
         self.saved, self.centered, self.has = types.SimpleNamespace(), centered, (w is not None, b is not None)
         self.out = kernels.norm_forward(self.saved, x2, *(a for a in (w, b) if a is not None), eps=eps,
                                         has_w=w is not None, has_b=b is not None, centered=centered)
+
+    def block(self, lo: int, hi: int):
+        """Rows lo..hi of `out` (computed whole on construction)."""
+        return self.out[lo:hi]
 
     def drop_rows(self) -> None:
         """Kept on the GPU: its kernels save no xhat to rebuild `out` from."""

@@ -83,13 +83,13 @@ class CausalSelfAttention(Function):
         H, scale = n_head, 1.0 / math.sqrt(C // n_head)
         x2 = np.ascontiguousarray(x.reshape(B * T, C))
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
-        rows_in = x2 if norm is None else norm.out          # the projection's input rows
         qkv, y, out = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C, C))
         probs = _ca.new_probabilities((B, H), T, x.dtype)
 
         def group(lo, hi):
             rows, n = slice(lo * T, hi * T), hi - lo
-            np.matmul(rows_in[rows], w_qkv, out=qkv[rows])
+            rows_in = x2[rows] if norm is None else norm.block(lo * T, hi * T)   # the projection's input
+            np.matmul(rows_in, w_qkv, out=qkv[rows])
             if b_qkv is not None:
                 qkv[rows] += b_qkv
             if tables is not None:

@@ -79,13 +79,13 @@ class SwiGLUMLP(Function):
         w1, b1, w2, b2 = p["w1"], p.get("b1"), p["w2"], p.get("b2")
         x2 = xp.ascontiguousarray(x.reshape(-1, x.shape[-1]))               # (N, C)
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=self.device)
-        rows_in = x2 if norm is None else norm.out
         N, H = x2.shape[0], w2.shape[0]
         u, s = xp.empty((N, 2 * H), dtype=x.dtype), xp.empty((N, H), dtype=x.dtype)
         y = xp.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
-            _forward_rows(rows_in[lo:hi], w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
+            rows = x2[lo:hi] if norm is None else norm.block(lo, hi)    # the first product's input
+            _forward_rows(rows, w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
                           x2[lo:hi] if residual else None)
 
         self._run(block, N, H)

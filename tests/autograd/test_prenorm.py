@@ -90,23 +90,27 @@ def test_prenorm_sublayer_equals_the_composed_one_over_shapes(B, T, C, kind, nor
 
 
 @pytest.mark.parametrize("pool", [False, True])
+@pytest.mark.parametrize("centered", [True, False])
 @pytest.mark.parametrize("kind", ["mlp", "attention"])
-def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, pool, monkeypatch):
-    """The norm's forward and backward are the norm op's own, the sublayer's the plain fused
-    op's, the skip the add's: float32, every output and gradient the same bits (with `pool` the
-    norm runs in row blocks, whose output the backward rebuilds by other calls)."""
+def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, centered, pool, monkeypatch):
+    """The norm's forward and backward are the norm op's own (LayerNorm, or RMSNorm), the
+    sublayer's the plain fused op's, the skip the add's: float32, every output and gradient the
+    same bits. The sublayer's blocks each normalise their own rows; with `pool` the norm op runs
+    in row blocks of another size, by its large arrays' formula, and the backward rebuilds the
+    norm's output by other calls."""
     if pool:
         monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
         monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
     plain = mlp_op.gelu_mlp if kind == "mlp" else (lambda x, *p: sa.causal_self_attention(x, *p, H))
 
     def separate(x, nw, nb, w1, b1, w2, b2):
-        return x + plain(ops.layer_norm(x, nw, nb, eps=EPS), w1, b1, w2, b2)
+        n = ops.layer_norm(x, nw, nb, eps=EPS) if centered else ops.rms_norm(x, nw, eps=EPS)
+        return x + plain(n, w1, b1, w2, b2)
 
     results = []
     arrays = [a.astype(np.float32) for a in _arrays(kind, 4, 40, 8)]
     seed = RNG.standard_normal((4, 40, 8)).astype(np.float32)
-    for fn in (_fused(kind, True), separate):
+    for fn in (_fused(kind, centered), separate):
         ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
         out = fn(*ts)
         out.backward(seed)
