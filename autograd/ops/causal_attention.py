@@ -27,7 +27,7 @@ import numpy as np
 from autograd import parallel
 from autograd.backend import acc_dtype
 from autograd.function import Function
-from autograd.ops.softmax import exp_safe, softmax_array
+from autograd.ops.softmax import softmax_array
 
 MIN_ROWS = 64   # smaller query blocks cost more in calls than they save in products
 
@@ -79,28 +79,19 @@ def _corner_bias(rows: int, dtype: str):
     return m
 
 
-def bounded_scores(qs, k) -> bool:
-    """Whether every score qs_i . k_j of these queries (scaled) and keys (..., T, hs) is within
-    +-exp_safe: by Cauchy-Schwarz |qs_i . k_j| <= |qs_i| |k_j|, the largest norms of each (two
-    passes over q and k, where the softmax's max would be two over the T x T scores)."""
-    limit = exp_safe(qs.dtype)
-    return float(np.vecdot(qs, qs).max(initial=0)) * float(np.vecdot(k, k).max(initial=0)) <= limit * limit
-
-
 def entry_forward(q, k, v, scale: float, probs: list, out) -> None:
     """Entries (...) of q, k (..., T, hs), v (..., T, hv) -> out (..., T, hv) (written; may be a
     view), each query block's probabilities into probs (new_probabilities(..., T, ...)), keys
     down and queries across."""
     bounds = layout(q.shape[-2])
     qs = q * q.dtype.type(scale)                                  # (..., T, hs)
-    shift = not bounded_scores(qs, k)                             # else no max to subtract
     corner = _corner_bias(bounds[0][1] - bounds[0][0], q.dtype.str)
     for (r0, r1), pi in zip(bounds, probs):
         n = r1 - r0
         np.matmul(k[..., :r1, :], qs[..., r0:r1, :].swapaxes(-1, -2), out=pi)     # (..., r1, R)
         own = pi[..., r0:, :]                                     # (..., R, R): the block's own keys
         np.add(own, corner[:n, :n], out=own)
-        softmax_array(pi, axis=-2, out=pi, masked=False, shift=shift)   # each query sees its own key
+        softmax_array(pi, axis=-2, out=pi, masked=False)          # each query sees its own key
         np.matmul(pi.swapaxes(-1, -2), v[..., :r1, :], out=out[..., r0:r1, :])
 
 

@@ -8,8 +8,6 @@ output (the same dtype as the input) and derives the gradient from it:
 """
 from __future__ import annotations
 
-import numpy as np
-
 from autograd.cuda import kernel_op
 from autograd.cuda import softmax as kernels
 from autograd.backend import acc_dtype, xp_of
@@ -27,39 +25,26 @@ def _check_axis(axis: int, ndim: int, op: str) -> int:
     return axis
 
 
-def softmax_array(x, axis: int = -1, out=None, masked: bool = True, shift: bool = True):
+def softmax_array(x, axis: int = -1, out=None, masked: bool = True):
     """exp(x - logsumexp(x)) along `axis` as a new array (or into `out`, which may be `x`).
 
     Rows whose entries are all -inf (fully masked) come out as zeros instead of NaN. A caller
     whose rows are never fully masked (masked=False: attention without a mask, a decode step,
     causal blocks where every query sees its own key) skips those guards, which are a third of
-    the work on a decode step's few scores. shift=False skips subtracting each row's maximum (two
-    passes), for a caller that has proved every finite entry within +-exp_safe(dtype), where
-    exp(x) / sum(exp(x)) is the same up to rounding.
+    the work on a decode step's few scores.
     """
     xp = xp_of(x)
-    guard = masked and x.dtype.kind == "f"
-    if shift:
-        m = x.max(axis=axis, keepdims=True)
-        if guard:  # a fully masked row (max -inf) subtracts a finite number instead:
-            xp.maximum(m, xp.finfo(m.dtype).min, out=m)  # exp(-inf) = 0 everywhere, not NaN
-        y = xp.subtract(x, m, out=out)
-        xp.exp(y, out=y)
-    else:
-        y = xp.exp(x, out=out)
+    m = x.max(axis=axis, keepdims=True)
+    guard = masked and m.dtype.kind == "f"
+    if guard:  # a fully masked row (max -inf) subtracts a finite number instead:
+        xp.maximum(m, xp.finfo(m.dtype).min, out=m)  # exp(-inf) = 0 everywhere, not NaN
+    y = xp.subtract(x, m, out=out)
+    xp.exp(y, out=y)
     s = _sums(y, axis)
     if guard:
         xp.maximum(s, xp.finfo(s.dtype).tiny, out=s)  # >= 1 unless the row was fully masked: then 0 / tiny
     y /= s
     return y
-
-
-def exp_safe(dtype) -> float:
-    """A bound B such that exp of any number in [-B, B], and a sum of up to 10^15 of them, is a
-    normal float of `dtype`: 0.6 x log of its largest value for float32 and float64 (53 and 426);
-    0 for narrower types, whose sums of a few hundred such numbers would overflow."""
-    dtype = np.dtype(dtype)
-    return 0.6 * float(np.log(np.finfo(dtype).max)) if dtype.itemsize >= 4 else 0.0
 
 
 def _sums(y, axis: int):

@@ -46,28 +46,6 @@ def test_blocks_equal_the_full_masked_op(T):
     assert_same(_blocked, _full, _qkv(2, 2, T, 8))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("size", [0.1, 3.0, 40.0])
-def test_scores_within_the_bound_skip_the_max_and_equal_the_full_masked_op(size, dtype):
-    """Small scores take the softmax without its max (bounded_scores), large ones (here up to
-    thousands, where exp would overflow without the max) the max: both equal the full op."""
-    q, k, v = (size * a.astype(dtype) for a in _qkv(2, 2, 48, 8))
-    scale = 1.0 / math.sqrt(8)
-    bounded = ca.bounded_scores(q * dtype(scale), k)
-    if size != 3.0:
-        assert bounded == (size < 1.0)
-    ts = [Tensor(a) for a in (q, k, v)]
-    ours, full = _blocked(*ts).data, _full(*ts).data
-    assert np.isfinite(ours).all()
-    tol = 2e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(ours, full, rtol=tol, atol=tol * size)
-
-
-def test_the_bound_is_never_met_in_float16():
-    q = np.full((1, 1, 4, 2), 1e-3, dtype=np.float16)
-    assert ca.bounded_scores(q, q) is False
-
-
 def test_default_blocks_with_a_shorter_last_one_equal_the_full_masked_op(monkeypatch):
     monkeypatch.setattr(ca, "MIN_ROWS", 64)
     assert [r1 - r0 for r0, r1 in ca.layout(160)] == [64, 64, 32]
