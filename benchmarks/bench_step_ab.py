@@ -1,0 +1,104 @@
+"""What a choice in the CPU step is worth: the same model's forward and backward with the choice
+on (B, the library as it is) and off (A, the way it was before), alternating in one process.
+
+    python3 benchmarks/bench_step_ab.py --what norm-blocks          # config (a), 30 pairs
+    python3 benchmarks/bench_step_ab.py --what norm-blocks --config b --pairs 8
+
+Between two runs in separate processes this machine's speed can drift by more than such a change
+is worth; here both settings share the process, the weights and the batch, and take turns in
+windows of steps (10 for config (a), 2 for (b); which goes first alternates), so a drift falls on
+both alike. Printed: the medians of both and the median of the pairs' own ratios B / A, for the
+forward alone and for forward plus backward, and the load average.
+
+The choices (off = A; more can be added to CHOICES):
+- norm-blocks: a fused sublayer's pre-norm computed inside each of its blocks of rows, on the
+  thread that runs the block (autograd/ops/prenorm.py); off: all rows at once on the calling
+  thread before the blocks start, by the same formula.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_train import CONFIGS, build  # noqa: E402
+
+
+def _norm_blocks():
+    """set(on): on, the library's RowNorm; off, one that computes every row when it is made, as
+    the norm op does (its own blocks on the pool when large)."""
+    from autograd import parallel
+    from autograd.ops import prenorm
+
+    made, block = prenorm.RowNorm.__init__, prenorm.RowNorm.block
+
+    def made_whole(self, x2, *args):
+        made(self, x2, *args)
+        parallel.for_chunks(lambda lo, hi: block(self, lo, hi), x2.shape[0], x2.shape[1])
+
+    def set_(on: bool) -> None:
+        prenorm.RowNorm.__init__ = made if on else made_whole
+        prenorm.RowNorm.block = block if on else (lambda self, lo, hi: self.out[lo:hi])
+
+    return set_
+
+
+CHOICES = {"norm-blocks": _norm_blocks}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--what", choices=sorted(CHOICES), required=True)
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="a")
+    ap.add_argument("--pairs", type=int, default=30, help="windows of each setting (default 30)")
+    args = ap.parse_args()
+    set_choice = CHOICES[args.what]()
+    _, model, opt = build(args.config, "cpu")
+    c = CONFIGS[args.config]
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(0, c["vocab_size"], (c["batch"], c["block_size"])) for _ in range(2))
+    steps = 10 if args.config == "a" else 2
+    print(f"{args.what}, config ({args.config}), {args.pairs} pairs of {steps}-step windows; "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+    def window() -> tuple[float, float]:
+        fwd, both = [], []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            _, loss = model(x, y)
+            t1 = time.perf_counter()
+            loss.backward()
+            opt.zero_grad()
+            fwd.append(t1 - t0)
+            both.append(time.perf_counter() - t0)
+        return statistics.median(fwd), statistics.median(both)
+
+    for on in (True, False):  # warm-up of both
+        set_choice(on)
+        for _ in range(3):
+            window()
+    runs: dict[bool, list] = {True: [], False: []}
+    for i in range(args.pairs):
+        for on in ((False, True) if i % 2 == 0 else (True, False)):
+            set_choice(on)
+            runs[on].append(window())
+    set_choice(True)
+    print("| setting | forward ms | forward + backward ms |\n|---|---|---|")
+    for on, label in ((False, "A: off"), (True, "B: on (the library)")):
+        f, b = zip(*runs[on])
+        print(f"| {label} | {1e3 * statistics.median(f):.2f} | {1e3 * statistics.median(b):.2f} |")
+    (fa, ba), (fb, bb) = (np.array(runs[on]).T for on in (False, True))
+    print(f"paired B / A: forward {np.median(fb / fa):.3f}, forward + backward {np.median(bb / ba):.3f}; "
+          f"load average after {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
