@@ -183,43 +183,52 @@ def _layer_norm_rows(x, xhat, rstd, y, w, b, eps) -> None:
         affine(xhat, w, b, out=y)
 
 
-def _layer_norm_small_rows(x, xhat, rstd, y, w, b, eps) -> None:
-    """layer_norm_array's formula for arrays below the pool's size, on rows x (n, C) of NumPy
-    float32/float64 into xhat, rstd (n, 1) and y (None: xhat is the output): each row's numbers
-    are those of the whole array's (every pass is row by row)."""
-    C = x.shape[-1]
-    mean = row_sums(x)
-    mean *= 1.0 / C
+def _layer_norm_small_rows(x, xhat, rstd, y, w, b, eps):
+    """LayerNorm of NumPy float32/float64 rows x (..., C) below the pool's size into xhat (..., C),
+    rstd (..., 1) (None: a new array, returned) and y (None: no output apart from xhat). Every
+    pass is row by row, so a block of rows gets the numbers that the whole array would."""
+    inv_c = 1.0 / x.shape[-1]
+    mean = row_sums(x)                                      # sum * 1/C: a decode step's rows are
+    mean *= inv_c                                            # tiny, mean()'s overhead is not
     np.subtract(x, mean, out=xhat)
-    var = np.vecdot(xhat, xhat)[:, None]
-    var += eps * C
+    var = np.vecdot(xhat, xhat)[..., None]                   # one pass instead of square, then sum
+    # rstd = 1 / sqrt(var / C + eps) as sqrt(C) / sqrt(var + C eps): one pass fewer, which
+    # counts on a decode step's few rows, where the number of passes is the cost
+    var += eps * x.shape[-1]
     np.sqrt(var, out=var)
-    np.divide(C ** 0.5, var, out=rstd)
+    rstd = np.divide(inv_c ** -0.5, var, out=var if rstd is None else rstd)
     xhat *= rstd
     if y is not None:
         affine(xhat, w, b, out=y)
+    return rstd
 
 
-def _rms_norm_rows(x, xhat, rstd, y, w, eps) -> None:
-    """rms_norm_array on rows x (n, C) of NumPy float32/float64 into xhat, rstd (n, 1) and y
-    (None: xhat is the output), the same numbers row by row."""
-    ms = np.vecdot(x, x)[:, None]
+def _rms_norm_rows(x, xhat, rstd, y, w, b, eps):
+    """RMSNorm of NumPy float32/float64 rows x (..., C) into xhat, rstd (..., 1) (None: a new
+    array, returned) and y (None: no output apart from xhat); b is not used (no shift). Row by
+    row, as _layer_norm_small_rows."""
+    ms = np.vecdot(x, x)[..., None]                          # one pass instead of square, then mean
     ms *= 1.0 / x.shape[-1]
     ms += eps
     np.sqrt(ms, out=ms)
-    np.reciprocal(ms, out=rstd)
+    rstd = np.reciprocal(ms, out=ms if rstd is None else rstd)
     np.multiply(x, rstd, out=xhat)
     if y is not None:
         affine(xhat, w, None, out=y)
+    return rstd
 
 
 def norm_rows(centered: bool, whole):
     """The row function (x, xhat, rstd, y, w, b, eps) that gives rows of `whole` (a NumPy
     float32/float64 (N, C) array) the numbers the norm op gives them: LayerNorm's formula for
-    `whole`'s size (centered) or RMSNorm's (b unused). Any block of rows may run on its own."""
+    `whole`'s size (centered) or RMSNorm's. Any block of rows may run on its own."""
     if not centered:
-        return lambda x, xhat, rstd, y, w, b, eps: _rms_norm_rows(x, xhat, rstd, y, w, eps)
+        return _rms_norm_rows
     return _layer_norm_rows if _on_pool(whole) else _layer_norm_small_rows
+
+
+def _host(x) -> bool:
+    return type(x) is np.ndarray and x.dtype in HOST_FLOATS
 
 
 def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
@@ -234,20 +243,19 @@ def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
         else:
             parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
         return (xhat if y is None else y), xhat, rstd
+    if _host(x):
+        xhat = np.empty_like(x)
+        rstd = _layer_norm_small_rows(x, xhat, None, None, w, b, eps)
+        return affine(xhat, w, b), xhat, rstd
+    # CuPy, or float16 (statistics in float32): the same formula on whole arrays
     xp = xp_of(x)
-    inv_c = 1.0 / x.shape[-1]
-    mean = row_sums(x)                                      # (..., 1); sum * 1/C: a decode
-    mean *= inv_c                                            # step's rows are tiny, mean()'s overhead is not
+    mean = row_sums(x)
+    mean *= 1.0 / x.shape[-1]
     xc = x - mean                                            # (..., C), owned (float32 for float16 x)
-    if xp is np:                                             # one pass instead of square, then sum
-        var = np.vecdot(xc, xc)[..., None]                   # (..., 1)
-    else:
-        var = xp.square(xc).sum(axis=-1, keepdims=True)
-    # rstd = 1 / sqrt(var / C + eps) as sqrt(C) / sqrt(var + C eps): one pass fewer, which
-    # counts on a decode step's few rows, where the number of passes is the cost
+    var = np.vecdot(xc, xc)[..., None] if xp is np else xp.square(xc).sum(axis=-1, keepdims=True)
     var += eps * x.shape[-1]
     rstd = xp.sqrt(var, out=var)
-    xp.divide(inv_c ** -0.5, rstd, out=rstd)
+    xp.divide((1.0 / x.shape[-1]) ** -0.5, rstd, out=rstd)
     xc *= rstd                                               # xhat, in place
     xhat = xc.astype(x.dtype, copy=False)
     return affine(xhat, w, b), xhat, rstd
@@ -256,9 +264,14 @@ def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
 def rms_norm_array(x, w=None, eps: float = RMS_NORM_EPS):
     """RMSNorm of an array x (..., C) with the optional gain w (C,) -> (y, xhat, rstd (..., 1)):
     the forward of the RMSNorm op, and a layer's no-graph decode step (nn/arrays.py)."""
+    if _host(x):
+        xhat = np.empty_like(x)
+        rstd = _rms_norm_rows(x, xhat, None, None, w, None, eps)
+        return affine(xhat, w, None), xhat, rstd
+    # CuPy, or float16 (statistics in float32)
     xp, acc = xp_of(x), acc_dtype(x.dtype)
-    if xp is np:                                             # one pass instead of square, then mean
-        ms = np.vecdot(x, x, dtype=acc)[..., None]           # (..., 1)
+    if xp is np:
+        ms = np.vecdot(x, x, dtype=acc)[..., None]
         ms *= 1.0 / x.shape[-1]
     else:
         ms = xp.square(x, dtype=acc).mean(axis=-1, keepdims=True)

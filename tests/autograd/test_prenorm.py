@@ -89,15 +89,17 @@ def test_prenorm_sublayer_equals_the_composed_one_over_shapes(B, T, C, kind, nor
                 grad_inputs=[i for i in range(7) if norm_bias or i != 2])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pool", [False, True])
 @pytest.mark.parametrize("centered", [True, False])
 @pytest.mark.parametrize("kind", ["mlp", "attention"])
-def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, centered, pool, monkeypatch):
+def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, centered, pool, dtype, monkeypatch):
     """The norm's forward and backward are the norm op's own (LayerNorm, or RMSNorm), the
-    sublayer's the plain fused op's, the skip the add's: float32, every output and gradient the
-    same bits. The sublayer's blocks each normalise their own rows; with `pool` the norm op runs
-    in row blocks of another size, by its large arrays' formula, and the backward rebuilds the
-    norm's output by other calls."""
+    sublayer's the plain fused op's, the skip the add's: every output and gradient the same bits,
+    with C = 12 (not a power of two: sqrt(C) and 1 / sqrt(1 / C) differ in float64). The
+    sublayer's blocks each normalise their own rows; with `pool` the norm op runs in row blocks of
+    another size, by its large arrays' formula, and the backward rebuilds the norm's output by
+    other calls."""
     if pool:
         monkeypatch.setattr(parallel, "MIN_PARALLEL", 16)
         monkeypatch.setattr(parallel, "CHUNK_ELEMENTS", 64)
@@ -108,8 +110,8 @@ def test_prenorm_sublayer_gives_the_norm_op_plain_op_and_add_bit_for_bit(kind, c
         return x + plain(n, w1, b1, w2, b2)
 
     results = []
-    arrays = [a.astype(np.float32) for a in _arrays(kind, 4, 40, 8)]
-    seed = RNG.standard_normal((4, 40, 8)).astype(np.float32)
+    arrays = [a.astype(dtype) for a in _arrays(kind, 4, 40, 12)]
+    seed = RNG.standard_normal((4, 40, 12)).astype(dtype)
     for fn in (_fused(kind, centered), separate):
         ts = [Tensor(a.copy(), requires_grad=True) for a in arrays]
         out = fn(*ts)
