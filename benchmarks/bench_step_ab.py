@@ -34,7 +34,8 @@ from bench_train import CONFIGS, build  # noqa: E402
 
 def _norm_blocks():
     """set(on): on, the library's RowNorm; off, one that computes every row when it is made, as
-    the norm op does (its own blocks on the pool when large)."""
+    the LayerNorm op does (its own blocks on the pool when large; the RMSNorm op, which has no
+    pool form, is not modelled for large arrays)."""
     from autograd import parallel
     from autograd.ops import prenorm
 
