@@ -22,15 +22,18 @@ and the explicit T x T softmax) and the ratio is ours over the faster of the two
 
 Each framework is timed alone, in a fresh process of its own, the processes taking turns in
 rounds (`--rounds`, the order reversed every other round, so that the machine's drift falls on
-all alike); a figure is the median of all the timed steps of its rounds. PyTorch keeps its own
-thread default (`--torch-threads` overrides), and so does ours, as a user's script from Python
-gets it: the threads `gpt train` would choose on the machine at that moment (autograd/threads.py,
-chosen in the timed process at its first large op; `--threads` overrides). `--load 1` starts a
-busy-loop process for the timed steps (one core taken, as by another user's job). Each table
-gives the load average and the CPU that other processes used while each framework was timed
-(from /proc, the busy loops apart), so a reader can judge it. Peak memory is measured in a fresh
-process per framework: the peak resident set over a few steps above the resident set of the
-built model (weights, gradients, optimizer state, activations and the framework's workspace).
+all alike); a figure is the median of all the timed steps of its rounds, and "paired" is the
+median over the rounds of each round's own ratio (ours against the faster path's process timed
+next to it), the steadier figure when the machine's speed drifts between rounds. PyTorch keeps
+its own thread default (`--torch-threads` overrides), and so does ours, as a user's script from
+Python gets it: the threads `gpt train` would choose on the machine at that moment
+(autograd/threads.py, chosen in the timed process at its first large op; `--threads`
+overrides). `--load 1` starts a busy-loop process for the timed steps (one core taken, as by
+another user's job). Each table gives the load average and the CPU that other processes used
+while each framework was timed (from /proc, the busy loops apart), so a reader can judge it.
+Peak memory is measured in a fresh process per framework: the peak resident set over a few steps
+above the resident set of the built model (weights, gradients, optimizer state, activations and
+the framework's workspace).
 """
 from __future__ import annotations
 
@@ -339,9 +342,9 @@ def speed_tables(args) -> None:
               f"{args.rounds} rounds of fresh processes; load average {avg} before, {_loadavg()} after")
         cols = " | ".join(f"PyTorch {p} ms" for p in paths)
         spans = " | ".join(f"{p} min..max" for p in paths)
-        print(f"| config | ours ms | {cols} | ratio to the faster | ours min..max | {spans} | "
+        print(f"| config | ours ms | {cols} | ratio to the faster | paired | ours min..max | {spans} | "
               f"others' CPU, cores ({' / '.join(frameworks)}) | timed losses, max diff |")
-        print("|---" * (6 + 2 * len(paths)) + "|")
+        print("|---" * (7 + 2 * len(paths)) + "|")
         for name, res in results.items():
             _row(name, res, paths, agreed.get(name))
             phases.append((load, name, res))
@@ -360,11 +363,12 @@ def speed_tables(args) -> None:
 
 
 def _rounds(name: str, frameworks: tuple, args, exclude: list) -> dict:
-    """{framework: {"times", "phases", "others" (one per round), "losses" (first round's), "threads"}}
-    of args.rounds rounds, each framework alone in a fresh process per round."""
+    """{framework: {"times", "phases", "others" and "rounds" (one per round: others' CPU, the
+    median step), "losses" (first round's), "threads"}} of args.rounds rounds, each framework
+    alone in a fresh process per round."""
     steps = args.steps_a if name == "a" else args.steps_b
-    out = {fw: {"times": [], "phases": {p: [] for p in PHASES}, "others": [], "losses": None, "threads": None}
-           for fw in frameworks}
+    out = {fw: {"times": [], "phases": {p: [] for p in PHASES}, "others": [], "rounds": [], "losses": None,
+                "threads": None} for fw in frameworks}
     for r in range(args.rounds):
         for fw in (frameworks if r % 2 == 0 else frameworks[::-1]):
             job = dict(framework=fw, config=name, threads=args.threads if fw == "ours" else args.torch_threads,
@@ -374,6 +378,7 @@ def _rounds(name: str, frameworks: tuple, args, exclude: list) -> dict:
             for p in PHASES:
                 acc["phases"][p] += got["phases"][p]
             acc["others"].append(got["others"])
+            acc["rounds"].append(statistics.median(got["times"]))
             acc["losses"] = acc["losses"] or got["losses"]
             acc["threads"] = got["threads"]
     return out
@@ -402,16 +407,20 @@ def _row(name: str, res: dict, paths: tuple, agreed: bool | None) -> None:
     med = {fw: _median_ms(r["times"]) for fw, r in res.items()}
     span = {fw: f"{min(r['times']) * 1e3:.0f}..{max(r['times']) * 1e3:.0f}" for fw, r in res.items()}
     fast = _faster(res, paths)
+    paired = "-"
     if fast is None:
         ratio = "-"
     elif not agreed:
         ratio = "refused (losses disagree)"
     else:
         ratio = f"{med['ours'] / med[fast]:.2f}x ({fast})"
+        # each round's two medians were timed one after the other: their ratio is the steadier
+        # figure where the machine's speed drifts between rounds
+        paired = f"{statistics.median(a / b for a, b in zip(res['ours']['rounds'], res[fast]['rounds'])):.2f}x"
     others = " / ".join("-" if None in r["others"] else f"{statistics.mean(r['others']):.2f}" for r in res.values())
     diff = max((abs(a - b) for p in paths for a, b in zip(res["ours"]["losses"], res[p]["losses"])), default=None)
     print(f"| ({name}) x{len(res['ours']['times'])} | {med['ours']:.1f} | "
-          + "".join(f"{med[p]:.1f} | " for p in paths) + f"{ratio} | {span['ours']} | "
+          + "".join(f"{med[p]:.1f} | " for p in paths) + f"{ratio} | {paired} | {span['ours']} | "
           + "".join(f"{span[p]} | " for p in paths) + f"{others} | {'-' if diff is None else f'{diff:.1e}'} |")
 
 
