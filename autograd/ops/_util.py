@@ -104,6 +104,9 @@ def shape_of_args(shape: tuple, op: str) -> tuple:
 def host_floats(*arrays) -> bool:
     """Whether the arrays are NumPy float32 or float64 arrays of one dtype: what the host-only
     paths take (the fused CPU sublayers, the norms' row backward, AdamW's flat update)."""
-    dtype = arrays[0].dtype
-    return (all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
-            and dtype in backend.HOST_FLOATS)
+    first = arrays[0]
+    dtype = first.dtype
+    if type(first) is not np.ndarray or dtype not in backend.HOST_FLOATS:
+        return False
+    # one array (a decode step's norm, on its hot path) needs no generator
+    return len(arrays) == 1 or all(type(a) is np.ndarray and a.dtype == dtype for a in arrays[1:])

@@ -69,8 +69,7 @@ class GeluMLP(Function):
         y = np.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
-            rows = x2[lo:hi] if norm is None else norm.block(lo, hi)    # the first product's input
-            ub = np.matmul(rows, w1, out=u[lo:hi])
+            ub = np.matmul(prenorm.first_rows(x2, norm, lo, hi), w1, out=u[lo:hi])
             if b1 is not None:
                 ub += b1
             hb = np.empty_like(ub)

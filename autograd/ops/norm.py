@@ -227,10 +227,6 @@ def norm_rows(centered: bool, whole):
     return _layer_norm_rows if _on_pool(whole) else _layer_norm_small_rows
 
 
-def _host(x) -> bool:
-    return type(x) is np.ndarray and x.dtype in HOST_FLOATS
-
-
 def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
     """LayerNorm of an array x (..., C) with the optional gain w and shift b (C,) -> (y, xhat,
     rstd (..., 1)); y is xhat itself when there is neither. The forward of the LayerNorm op,
@@ -243,7 +239,7 @@ def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
         else:
             parallel.map_rows(lambda *a: _layer_norm_rows(*a, w, b, eps), x, xhat, rstd, y)
         return (xhat if y is None else y), xhat, rstd
-    if _host(x):
+    if host_floats(x):
         xhat = np.empty_like(x)
         rstd = _layer_norm_small_rows(x, xhat, None, None, w, b, eps)
         return affine(xhat, w, b), xhat, rstd
@@ -264,7 +260,7 @@ def layer_norm_array(x, w=None, b=None, eps: float = LAYER_NORM_EPS):
 def rms_norm_array(x, w=None, eps: float = RMS_NORM_EPS):
     """RMSNorm of an array x (..., C) with the optional gain w (C,) -> (y, xhat, rstd (..., 1)):
     the forward of the RMSNorm op, and a layer's no-graph decode step (nn/arrays.py)."""
-    if _host(x):
+    if host_floats(x):
         xhat = np.empty_like(x)
         rstd = _rms_norm_rows(x, xhat, None, None, w, None, eps)
         return affine(xhat, w, None), xhat, rstd

@@ -145,6 +145,12 @@ def row_norm(x2, names: tuple, params: tuple, centered, eps: float, device: bool
     return (DeviceNorm if device else RowNorm)(x2, names, params, centered, eps)
 
 
+def first_rows(x2, norm, lo: int, hi: int):
+    """Rows lo..hi of a fused sublayer's first product's input, in its forward: x2's, or the
+    norm's output, computed now for those rows (RowNorm.block)."""
+    return x2[lo:hi] if norm is None else norm.block(lo, hi)
+
+
 def kept_rows(x2, norm):
     """What a fused sublayer keeps of its first product's input rows once its forward has run:
     x2 (its input's rows) without a norm, else None and the norm drops its output (see the

@@ -88,8 +88,7 @@ class CausalSelfAttention(Function):
 
         def group(lo, hi):
             rows, n = slice(lo * T, hi * T), hi - lo
-            rows_in = x2[rows] if norm is None else norm.block(lo * T, hi * T)   # the projection's input
-            np.matmul(rows_in, w_qkv, out=qkv[rows])
+            np.matmul(prenorm.first_rows(x2, norm, lo * T, hi * T), w_qkv, out=qkv[rows])
             if b_qkv is not None:
                 qkv[rows] += b_qkv
             if tables is not None:

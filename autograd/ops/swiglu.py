@@ -84,8 +84,7 @@ class SwiGLUMLP(Function):
         y = xp.empty((N, w2.shape[1]), dtype=x.dtype)
 
         def block(lo, hi):
-            rows = x2[lo:hi] if norm is None else norm.block(lo, hi)    # the first product's input
-            _forward_rows(rows, w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
+            _forward_rows(prenorm.first_rows(x2, norm, lo, hi), w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
                           x2[lo:hi] if residual else None)
 
         self._run(block, N, H)
