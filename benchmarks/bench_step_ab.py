@@ -3,6 +3,7 @@ on (B, the library as it is) and off (A, the way it was before), alternating in 
 
     python3 benchmarks/bench_step_ab.py --what norm-blocks          # config (a), 30 pairs
     python3 benchmarks/bench_step_ab.py --what norm-blocks --config b --pairs 8
+    python3 benchmarks/bench_step_ab.py --what row-chain
 
 Between two runs in separate processes this machine's speed can drift by more than such a change
 is worth; here both settings share the process, the weights and the batch, and take turns in
@@ -14,6 +15,9 @@ The choices (off = A; more can be added to CHOICES):
 - norm-blocks: a fused sublayer's pre-norm computed inside each of its blocks of rows, on the
   thread that runs the block (autograd/ops/prenorm.py); off: all rows at once on the calling
   thread before the blocks start, by the same formula.
+- row-chain: the GPT's blocks run as one chain of row-block ops, each group of rows through every
+  fused sublayer in one pool task (autograd/row_chain.py); off: one op at a time, each handing
+  its blocks to the pool.
 """
 from __future__ import annotations
 
@@ -52,7 +56,21 @@ def _norm_blocks():
     return set_
 
 
-CHOICES = {"norm-blocks": _norm_blocks}
+def _row_chain():
+    """set(on): on, GPT.forward opens the chain as the library does; off, it never does."""
+    import contextlib
+
+    from gpt.model.gpt import GPT
+
+    chain = GPT._chain
+
+    def set_(on: bool) -> None:
+        GPT._chain = chain if on else (lambda self, x, kv_caches: contextlib.nullcontext())
+
+    return set_
+
+
+CHOICES = {"norm-blocks": _norm_blocks, "row-chain": _row_chain}
 
 
 def main() -> None:

@@ -80,8 +80,8 @@ class GeluMLP(Function):
             if residual:
                 yb += x2[lo:hi]
 
-        parallel.for_chunks(block, N, H, step=block_rows(N, H))
-        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.rows_in = prenorm.forward_blocks(block, x2, norm, N, H, block_rows(N, H))
+        self.norm = norm
         self.w1, self.w2, self.u, self.a = w1, w2, u, a
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))

@@ -35,7 +35,7 @@ import types
 
 import numpy as np
 
-from autograd import parallel
+from autograd import parallel, row_chain
 from autograd.ops.matmul import weight_grads
 from autograd.ops.norm import affine, backward_rows, norm_rows
 
@@ -149,6 +149,15 @@ def first_rows(x2, norm, lo: int, hi: int):
     """Rows lo..hi of a fused sublayer's first product's input, in its forward: x2's, or the
     norm's output, computed now for those rows (RowNorm.block)."""
     return x2[lo:hi] if norm is None else norm.block(lo, hi)
+
+
+def forward_blocks(block, x2, norm, n: int, row_elements: int, step: int, unit: int = 1):
+    """Run a fused sublayer's forward `block`s on the host (autograd.parallel.for_chunks's
+    arguments, the blocks of `unit` rows each; recorded instead by an open autograd.row_chain),
+    the norm dropping its output once they have run; -> what the sublayer keeps of its first
+    product's input rows, as kept_rows."""
+    row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.drop_rows)
+    return x2 if norm is None else None
 
 
 def kept_rows(x2, norm):

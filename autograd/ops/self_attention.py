@@ -102,8 +102,8 @@ class CausalSelfAttention(Function):
                 out[rows] += x2[rows]
 
         per_entry = _ca.scores_per_entry(T, H)
-        parallel.for_chunks(group, B, per_entry, step=entries_per_task(per_entry))
-        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        self.rows_in = prenorm.forward_blocks(group, x2, norm, B, per_entry, entries_per_task(per_entry), unit=T)
+        self.norm = norm
         self.w_qkv, self.w_out, self.qkv, self.y = w_qkv, w_out, qkv, y
         self.probs, self.shape, self.H, self.scale = probs, (B, T, C), H, scale
         self.names, self.residual = names, residual

@@ -87,8 +87,12 @@ class SwiGLUMLP(Function):
             _forward_rows(prenorm.first_rows(x2, norm, lo, hi), w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
                           x2[lo:hi] if residual else None)
 
-        self._run(block, N, H)
-        self.rows_in, self.norm = prenorm.kept_rows(x2, norm), norm
+        if self.device:
+            block(0, N)
+            self.rows_in = prenorm.kept_rows(x2, norm)
+        else:
+            self.rows_in = prenorm.forward_blocks(block, x2, norm, N, *_cut(N, H))
+        self.norm = norm
         self.w1, self.w2, self.u, self.s = w1, w2, u, s
         self.x_shape, self.names, self.residual = x.shape, names, residual
         return y.reshape(x.shape[:-1] + (w2.shape[1],))
@@ -117,7 +121,12 @@ class SwiGLUMLP(Function):
         if self.device:
             block(0, N)
         else:
-            parallel.for_chunks(block, N, 3 * H, step=block_rows(N, 2 * H))
+            parallel.for_chunks(block, N, *_cut(N, H))
+
+
+def _cut(N: int, H: int) -> tuple:
+    """(values per row, rows per block) of the CPU's blocks over N rows of hidden width H."""
+    return 3 * H, block_rows(N, 2 * H)
 
 
 def swiglu_mlp(x, w1, b1, w2, b2, norm=None, residual: bool = False):

@@ -15,6 +15,7 @@ like every Linear here (y = x @ W).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 
 import autograd
 import nn
-from autograd import Tensor, backend
+from autograd import Tensor, backend, row_chain
 from gpt.model.block import Block, make_norm
 from gpt.model.config import GPTConfig
 
@@ -231,8 +232,9 @@ class GPT(nn.Module):
             rows = t.wpe(T, offset=pos_offset)  # (T, C) broadcast over B
             x = self._add_positions(x, rows if hook is None else hook("hook_pos_embed", rows))
         x = t.drop(x)
-        for i, block in enumerate(t.h):
-            x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)
+        with self._chain(x, kv_caches):
+            for i, block in enumerate(t.h):
+                x = block(x, kv_cache=None if kv_caches is None else kv_caches[i], pos_offset=pos_offset)
         if cfg.has_ln_f:
             x = t.ln_f(x)  # (B, T, C)
         if last_only and targets is None:
@@ -253,6 +255,13 @@ class GPT(nn.Module):
             if cfg.moe_aux_coef:
                 loss = loss + cfg.moe_aux_coef * aux
         return logits, loss
+
+    def _chain(self, x, kv_caches):
+        """autograd.row_chain over the blocks where every block runs as its two fused ops on the
+        host (so that no op inside reads an output before the chain fills it), else a no-op."""
+        if kv_caches is None and type(x.data) is np.ndarray and all(b._fuses(x) for b in self.transformer.h):
+            return row_chain.chain(x.shape[0] * x.shape[1])
+        return contextlib.nullcontext()
 
     # ---- one decode step on raw arrays ---------------------------------------------------
     def can_step(self) -> bool:
