@@ -1,0 +1,150 @@
+"""The GPT's blocks as one chain of row-block ops (autograd/row_chain.py): group of rows by group,
+with the same bits as the ops one at a time, on one thread and on two; where the chain cannot
+cut groups or cannot open, and what an error inside it leaves."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import autograd
+from autograd import parallel, row_chain
+from gpt.model.config import GPTConfig
+from gpt.model.gpt import GPT
+from tests.autograd.test_prenorm import small_blocks  # noqa: F401 (autouse: blocks of a few rows)
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def split_small_work(monkeypatch):
+    """Work of a few thousand values cut into blocks on the pool as (a)'s are at full size: the
+    attention's tasks of two batch entries (of 16 positions), the MLP's blocks of 16 rows."""
+    from autograd.ops import attention, mlp as mlp_op
+
+    monkeypatch.setattr(parallel, "MIN_PARALLEL", 256)
+    monkeypatch.setattr(attention, "TASK_SCORES", 1024)
+    monkeypatch.setattr(mlp_op, "BLOCK_ELEMENTS", 512)
+
+
+@pytest.fixture
+def spans(monkeypatch):
+    """The groups of every chain run: a list of their (lo, hi) row lists."""
+    seen, groups = [], row_chain.groups
+
+    def spy(ops, rows):
+        out = groups(ops, rows)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(row_chain, "groups", spy)
+    return seen
+
+
+def _model(**overrides):
+    cfg = dict(vocab_size=11, block_size=16, n_layer=3, n_head=2, n_embd=8, dropout=0.0)
+    cfg.update(overrides)
+    autograd.manual_seed(3)
+    return GPT(GPTConfig(**cfg))
+
+
+def _step(model, idx, targets, chained: bool, threads: int):
+    """(logits, loss, {name: gradient}) of one forward and backward, the chain on or off."""
+    before = parallel.threads()
+    chain = GPT._chain
+    try:
+        parallel.set_threads(threads)
+        if not chained:
+            GPT._chain = lambda self, x, kv_caches: contextlib.nullcontext()
+        logits, loss = model(idx, targets)
+        loss.backward()
+    finally:
+        GPT._chain = chain
+        parallel.set_threads(before)
+    grads = {n: p.grad.copy() for n, p in model.named_parameters()}
+    model.zero_grad()
+    return logits.data.copy(), loss.data.copy(), grads
+
+
+def _assert_same(a, b):
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2].keys() == b[2].keys()
+    for name in a[2]:
+        np.testing.assert_array_equal(a[2][name], b[2][name], err_msg=name)
+
+
+@pytest.mark.parametrize("overrides, dtype", [(dict(), np.float32), (dict(n_head=4), np.float64),
+                                              (dict(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False), np.float32)])
+def test_chained_blocks_give_the_bits_of_the_ops_one_by_one(overrides, dtype, spans):
+    """GPT-2's block and LLaMA's (RMSNorm, RoPE, SwiGLU), float32 and float64."""
+    model = _model(**overrides)
+    if dtype is np.float64:
+        model.to(dtype=np.float64)
+    idx, targets = RNG.integers(0, 11, (4, 16)), RNG.integers(0, 11, (4, 16))
+    plain = _step(model, idx, targets, chained=False, threads=2)
+    assert spans == []                               # off: no chain ran
+    for threads in (1, 2):
+        _assert_same(_step(model, idx, targets, chained=True, threads=threads), plain)
+    assert len(spans) == 2 and all(len(s) >= 2 for s in spans), spans   # on: groups of rows ran
+
+
+def test_the_chain_groups_cut_only_where_every_op_cuts(spans, monkeypatch):
+    """The attention's tasks of one entry (cuts at rows 16, 32, 48), the MLP's blocks of 24 rows:
+    the groups are cut where both cut."""
+    from autograd.ops import attention, mlp as mlp_op
+
+    monkeypatch.setattr(attention, "TASK_SCORES", 512)
+    monkeypatch.setattr(mlp_op, "block_rows", lambda N, H: 24)
+    model = _model()
+    idx, targets = RNG.integers(0, 11, (4, 16)), RNG.integers(0, 11, (4, 16))
+    plain = _step(model, idx, targets, chained=False, threads=2)
+    _assert_same(_step(model, idx, targets, chained=True, threads=2), plain)
+    assert spans == [[(0, 48), (48, 64)]]
+
+
+def test_ops_that_share_no_cut_run_one_by_one(spans, monkeypatch):
+    from autograd.ops import mlp as mlp_op
+
+    monkeypatch.setattr(mlp_op, "block_rows", lambda N, H: 7)
+    model = _model()
+    idx, targets = RNG.integers(0, 11, (4, 16)), RNG.integers(0, 11, (4, 16))
+    plain = _step(model, idx, targets, chained=False, threads=2)
+    _assert_same(_step(model, idx, targets, chained=True, threads=2), plain)
+    assert spans == [[(0, 64)]]
+
+
+def test_no_chain_where_a_block_does_not_fuse_or_with_a_cache(spans):
+    model = _model()
+    model.transformer.h[1].record = {}               # an inspection record: that block runs layer by layer
+    idx = RNG.integers(0, 11, (2, 16))
+    with autograd.no_grad():
+        model(idx)
+        model.transformer.h[1].record = None
+        model(idx, kv_caches=model.new_kv_caches(2))
+    assert spans == []
+    with autograd.no_grad():
+        model(idx)
+    assert len(spans) == 1
+
+
+def test_an_error_inside_the_chain_drops_what_it_recorded():
+    ran = []
+    with pytest.raises(RuntimeError, match="stop"):
+        with row_chain.chain(64):
+            row_chain.for_blocks(lambda lo, hi: ran.append((lo, hi)), 64, 8, 16, then=lambda: ran.append("then"))
+            assert ran == []                         # recorded, not run
+            raise RuntimeError("stop")
+    assert ran == []
+    row_chain.for_blocks(lambda lo, hi: ran.append((lo, hi)), 64, 8, 16)   # no chain open any more: runs now
+    assert ran == [(0, 16), (16, 32), (32, 48), (48, 64)]
+
+
+def test_an_op_of_other_rows_inside_a_chain_runs_at_once():
+    ran = []
+    with row_chain.chain(64):
+        row_chain.for_blocks(lambda lo, hi: ran.append(("chained", lo)), 64, 8, 32)
+        row_chain.for_blocks(lambda lo, hi: ran.append(("other", lo)), 10, 1, 5)
+        assert ran == [("other", 0)]
+    assert sorted(ran) == [("chained", 0), ("chained", 32), ("other", 0)]
