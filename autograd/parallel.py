@@ -166,18 +166,30 @@ def chunk_rows(n_rows: int, row_elements: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(1, row_elements))
 
 
+def _whole(n_rows: int, row_elements: int) -> bool:
+    """Whether for_chunks calls fn once over all the rows (too little work for the pool)."""
+    return n_rows < 2 or n_rows * row_elements < MIN_PARALLEL
+
+
+def chunk_bounds(n_rows: int, row_elements: int = 1, step: int | None = None) -> list:
+    """The row ranges (lo, hi) that for_chunks(fn, n_rows, row_elements, step) calls fn with."""
+    if _whole(n_rows, row_elements):
+        return [(0, n_rows)]
+    step = step or chunk_rows(n_rows, row_elements)
+    return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+
+
 def for_chunks(fn: Callable[[int, int], None], n_rows: int, row_elements: int = 1,
                step: int | None = None) -> None:
     """Call fn(lo, hi) for consecutive row ranges covering 0..n_rows, on the pool's threads when
     the work is large (n_rows * row_elements >= MIN_PARALLEL), else once as fn(0, n_rows).
     Ranges hold `step` rows (default: about CHUNK_ELEMENTS elements). fn must write disjoint
     outputs per range; its exceptions are raised here."""
-    if n_rows < 2 or n_rows * row_elements < MIN_PARALLEL:
+    if _whole(n_rows, row_elements):
         fn(0, n_rows)
         return
     pool = _pool_for_work()
-    step = step or chunk_rows(n_rows, row_elements)
-    bounds = [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+    bounds = chunk_bounds(n_rows, row_elements, step)
     if pool is None:  # the same ranges in order: results never depend on the thread count
         for lo, hi in bounds:
             fn(lo, hi)

@@ -7,32 +7,41 @@ every op hands its blocks to the pool and waits for the slowest of them before t
 starts. Inside ``chain(rows)``, those ops record their blocks (``for_blocks``) instead of
 running them, and leaving the chain runs them: each group of rows (whole blocks of every
 recorded op) goes through all the ops in order as one task, so the groups run side by side
-with no wait between ops. The blocks are each op's own (the same bounds as
-``parallel.for_chunks`` gives it), so every number is the same as running the ops one by one,
-on any number of threads. Where the ops' blocks share no bounds but the first and last, the ops
-run one by one as usual.
+with no wait between ops. The blocks are each op's own (``parallel.chunk_bounds``), so every
+number is the same as running the ops one by one, on any number of threads. Where the ops'
+blocks share no cut but the first and the last row, the ops run one by one as usual.
 
-Only a caller that knows every op in the chain records (GPT.forward around its blocks when every
-block fuses) may open one: an array an op outputs is filled only when the chain ends, so
-nothing inside may read it before.
+The contract: a recorded block fn(lo, hi) reads, of what the chain's earlier ops output, only
+its own rows (lo * unit to hi * unit); and nothing reads a recorded op's output before the chain
+ends, when it is filled. Only a caller that knows every op inside may open a chain (GPT.forward
+around its blocks, when every block runs as its two fused ops). What a chain records lives until
+it ends: the callers open one where the ops keep their arrays for backward anyway.
 """
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator
 
 from autograd import parallel
 
-_open = threading.local()   # .ops: the recorded ops of the chain open on this thread, or None
+ENABLED = True   # False: chain() records nothing (a benchmark's or a test's switch)
+_open = threading.local()   # .ops: the open chain's recorded ops (or None), .rows: its rows
+
+
+def chain(rows: int):
+    """Context manager: record the row-block ops of `rows` rows called inside (``for_blocks``)
+    and run them on leaving, group by group. Inside another chain of this thread, leaving runs
+    what the outer one has recorded so far (what follows may read it)."""
+    return _chain(rows) if ENABLED else nullcontext()
 
 
 @contextmanager
-def chain(rows: int) -> Iterator[None]:
-    """Record the row-block ops of `rows` rows called inside (``for_blocks``) and run them on
-    leaving, group by group. A chain already open on this thread takes them instead."""
+def _chain(rows: int) -> Iterator[None]:
     if getattr(_open, "ops", None) is not None:
         yield
+        ops, _open.ops = _open.ops, []
+        run(ops, _open.rows)
         return
     _open.ops, _open.rows = [], rows
     try:
@@ -56,16 +65,9 @@ def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: 
         then()
 
 
-def _bounds(n: int, row_elements: int, step: int) -> list:
-    """The (lo, hi) blocks parallel.for_chunks(fn, n, row_elements, step) calls fn with."""
-    if n < 2 or n * row_elements < parallel.MIN_PARALLEL:
-        return [(0, n)]
-    return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
-
-
 def groups(ops: list, rows: int) -> list:
     """Rows (lo, hi) of the groups: cut where every op's blocks are cut."""
-    cuts = set.intersection(*({lo * unit for lo, _ in _bounds(*args)} for _, args, unit, _ in ops))
+    cuts = set.intersection(*({lo * unit for lo, _ in parallel.chunk_bounds(*args)} for _, args, unit, _ in ops))
     edges = sorted(cuts | {rows})
     return list(zip(edges, edges[1:]))
 
@@ -81,7 +83,7 @@ def run(ops: list, rows: int) -> None:
             if then is not None:
                 then()
         return
-    blocks = [(fn, _bounds(*args), unit) for fn, args, unit, _ in ops]
+    blocks = [(fn, parallel.chunk_bounds(*args), unit) for fn, args, unit, _ in ops]
 
     def task(g0: int, g1: int) -> None:
         lo, hi = spans[g0][0], spans[g1 - 1][1]
@@ -94,4 +96,3 @@ def run(ops: list, rows: int) -> None:
     for _, _, _, then in ops:
         if then is not None:
             then()
-

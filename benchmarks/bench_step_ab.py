@@ -57,15 +57,11 @@ def _norm_blocks():
 
 
 def _row_chain():
-    """set(on): on, GPT.forward opens the chain as the library does; off, it never does."""
-    import contextlib
-
-    from gpt.model.gpt import GPT
-
-    chain = GPT._chain
+    """set(on): on, GPT.forward opens the chain as the library does; off, it records nothing."""
+    from autograd import row_chain
 
     def set_(on: bool) -> None:
-        GPT._chain = chain if on else (lambda self, x, kv_caches: contextlib.nullcontext())
+        row_chain.ENABLED = on
 
     return set_
 

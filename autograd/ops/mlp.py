@@ -6,11 +6,12 @@ Backward, g = dL/dy:
     dh = g @ w2^T,  du = dh * gelu'(u, a),  dx = du @ w1^T
     dw2 = h^T @ g,  db2 = sum g,  dw1 = x^T @ du,  db1 = sum du
 Forward and the dx pass run block by block of rows on autograd.parallel's pool, each block's
-product, GELU and second product while it is in cache, one hand-off for the three layers. Saved:
-u and a (N x H each) and a reference to x; h is rebuilt from them in backward (one pass, with
-GELU's derivative), which spares the N x H array the three separate ops keep for the second
-product's weight gradient. The last backward over them (no retain_graph) writes h over u and
-dL/du over a: no N x H array is made in backward.
+product, GELU and second product while it is in cache, one hand-off for the three layers (none
+of its own inside an autograd.row_chain). Saved: u and a (N x H each) and a reference to x;
+h is rebuilt from them in backward (one pass, with GELU's derivative), which spares the N x H
+array the three separate ops keep for the second product's weight gradient. The last backward
+over them (no retain_graph) writes h over u and dL/du over a: no N x H array is made in
+backward.
 The weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer)
 as the Linear op's are. Rows per block depend on the shapes only, so the result does not depend
 on the thread count. Equal to the three ops composed up to rounding (tests/autograd/test_mlp.py).

@@ -18,8 +18,9 @@ test_prenorm.py).
 On the host n is not kept from the forward to the backward: the backward's weight gradient of
 the first product rebuilds it from xhat, which the norm's backward keeps anyway, by the
 forward's own passes (the same bits). That is an (N, C) array fewer per sublayer held through
-the whole step, for two passes over it in the backward (kept where it is smaller than
-autograd.parallel.MIN_PARALLEL values).
+the backward, for two passes over it there (kept where it is smaller than
+autograd.parallel.MIN_PARALLEL values). Inside an autograd.row_chain the forward's blocks run
+when the chain ends, and n is dropped then.
 
 On an array that takes the fused kernels (a CuPy array; autograd.cuda.use), the sublayers run
 their GPU form: the same formulas with cuBLAS products (the array's matmul) and the kernels of
@@ -152,10 +153,10 @@ def first_rows(x2, norm, lo: int, hi: int):
 
 
 def forward_blocks(block, x2, norm, n: int, row_elements: int, step: int, unit: int = 1):
-    """Run a fused sublayer's forward `block`s on the host (autograd.parallel.for_chunks's
-    arguments, the blocks of `unit` rows each; recorded instead by an open autograd.row_chain),
-    the norm dropping its output once they have run; -> what the sublayer keeps of its first
-    product's input rows, as kept_rows."""
+    """Run a fused sublayer's forward `block`s on the host, then drop the norm's output:
+    for_chunks(block, n, row_elements, step) now, or inside an open autograd.row_chain when it
+    ends (each of the n units is `unit` rows). -> what the sublayer keeps of its first product's
+    input rows: kept_rows's result, which the GPU forms still call."""
     row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.drop_rows)
     return x2 if norm is None else None
 

@@ -18,7 +18,8 @@ Backward, g = dL/dout:
 A pool task takes a group of entries through the first product, the rotation, the attention
 and the second product (forward) or back (dx pass), with the heads read from and written into
 the (T, 3C) and (T, C) row layouts directly: no transposed copies, and one hand-off for the
-sublayer. The weight and bias gradients of leaf parameters are deferred (autograd.parallel.defer).
+sublayer (none of its own inside an autograd.row_chain). The weight and bias gradients of leaf
+parameters are deferred (autograd.parallel.defer).
 The attention keeps only its probabilities (the causal blocks of causal_attention.layout).
 Groups depend on the shapes only, so the result does not depend on the thread count.
 

@@ -8,8 +8,8 @@ Backward, g = dL/dy:
     dw2 = h^T @ g,  db2 = sum g,  dw1 = x^T @ du,  db1 = sum du
 On the CPU, forward and the dx pass run block by block of rows on autograd.parallel's pool, as
 the GELU MLP's do (autograd/ops/mlp.py, whose block sizes this op shares): each block's product,
-gate and second product while it is in cache, one hand-off for the three layers. Saved: u
-(N x 2H) and s (N x H) and a reference to x; h is rebuilt in backward in the same pass as the
+gate and second product while it is in cache, one hand-off for the three layers (none of its
+own inside an autograd.row_chain). Saved: u (N x 2H) and s (N x H) and a reference to x; h is rebuilt in backward in the same pass as the
 gate's derivative, and the last backward over them (no retain_graph) writes du over u and h
 over s. The sigmoid is 1 / (1 + exp(-a)): exp overflows to inf for a very negative a,
 which gives the exact limit 0, so it needs neither the stable form's branch nor its extra passes.

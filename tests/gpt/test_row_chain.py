@@ -3,8 +3,6 @@ with the same bits as the ops one at a time, on one thread and on two; where the
 cut groups or cannot open, and what an error inside it leaves."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,7 @@ RNG = np.random.default_rng(5)
 
 
 @pytest.fixture(autouse=True)
-def split_small_work(monkeypatch):
+def split_small_work(small_blocks, monkeypatch):
     """Work of a few thousand values cut into blocks on the pool as (a)'s are at full size: the
     attention's tasks of two batch entries (of 16 positions), the MLP's blocks of 16 rows."""
     from autograd.ops import attention, mlp as mlp_op
@@ -52,15 +50,13 @@ def _model(**overrides):
 def _step(model, idx, targets, chained: bool, threads: int):
     """(logits, loss, {name: gradient}) of one forward and backward, the chain on or off."""
     before = parallel.threads()
-    chain = GPT._chain
     try:
         parallel.set_threads(threads)
-        if not chained:
-            GPT._chain = lambda self, x, kv_caches: contextlib.nullcontext()
+        row_chain.ENABLED = chained
         logits, loss = model(idx, targets)
         loss.backward()
     finally:
-        GPT._chain = chain
+        row_chain.ENABLED = True
         parallel.set_threads(before)
     grads = {n: p.grad.copy() for n, p in model.named_parameters()}
     model.zero_grad()
@@ -115,18 +111,68 @@ def test_ops_that_share_no_cut_run_one_by_one(spans, monkeypatch):
     assert spans == [[(0, 64)]]
 
 
-def test_no_chain_where_a_block_does_not_fuse_or_with_a_cache(spans):
+def test_no_chain_where_a_block_does_not_fuse_calls_a_hook_or_keeps_no_graph(spans):
+    """No chain: a block with an inspection record (it runs layer by layer) or a forward hook
+    (which reads its output), a KV cache, or no graph (each op's arrays go when it returns)."""
     model = _model()
-    model.transformer.h[1].record = {}               # an inspection record: that block runs layer by layer
     idx = RNG.integers(0, 11, (2, 16))
+    block = model.transformer.h[1]
+    block.record = {}
+    model(idx)
+    block.record = None
+    seen = []
+    handle = block.register_forward_hook(lambda module, inputs, out: seen.append(out.data.copy()))
+    model(idx)
+    handle.remove()
     with autograd.no_grad():
         model(idx)
-        model.transformer.h[1].record = None
         model(idx, kv_caches=model.new_kv_caches(2))
     assert spans == []
-    with autograd.no_grad():
-        model(idx)
+    row_chain.ENABLED = False
+    try:
+        model.zero_grad()
+        model(idx)[0].sum().backward()
+    finally:
+        row_chain.ENABLED = True
+    plain = {n: p.grad.copy() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(idx)[0].sum().backward()
     assert len(spans) == 1
+    np.testing.assert_array_equal(seen[0], _hooked_output(model, idx))
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(p.grad, plain[name], err_msg=name)
+
+
+def _hooked_output(model, idx):
+    """Block 1's output as a forward hook on it sees it with the chain off."""
+    seen = []
+    row_chain.ENABLED = False
+    handle = model.transformer.h[1].register_forward_hook(lambda module, inputs, out: seen.append(out.data.copy()))
+    try:
+        model(idx)
+    finally:
+        handle.remove()
+        row_chain.ENABLED = True
+    return seen[0]
+
+
+def test_an_inner_chain_runs_what_the_outer_one_recorded_so_far():
+    ran = []
+    with row_chain.chain(64):
+        row_chain.for_blocks(lambda lo, hi: ran.append(("first", lo)), 64, 8, 32)
+        with row_chain.chain(64):
+            row_chain.for_blocks(lambda lo, hi: ran.append(("second", lo)), 64, 8, 32)
+        assert sorted(ran) == [("first", 0), ("first", 32), ("second", 0), ("second", 32)]
+        row_chain.for_blocks(lambda lo, hi: ran.append(("third", lo)), 64, 8, 32)
+        assert len(ran) == 4                         # recorded by the outer chain, still open
+    assert sorted(ran)[-2:] == [("third", 0), ("third", 32)]
+
+
+def test_the_chain_cuts_blocks_where_for_chunks_does():
+    for n, elements, step in [(64, 8, 16), (64, 8, 24), (10, 1, 5), (1, 10_000, 1), (64, 8, None)]:
+        calls = []
+        parallel.for_chunks(lambda lo, hi: calls.append((lo, hi)), n, elements, step)
+        assert sorted(calls) == parallel.chunk_bounds(n, elements, step)
 
 
 def test_an_error_inside_the_chain_drops_what_it_recorded():
