@@ -47,6 +47,8 @@ def _norm_blocks():
 
     def made_whole(self, x2, *args):
         made(self, x2, *args)
+        if self.out is None:
+            self.out = np.empty_like(x2)
         parallel.for_chunks(lambda lo, hi: block(self, lo, hi), x2.shape[0], x2.shape[1])
 
     def set_(on: bool) -> None:

@@ -15,12 +15,11 @@ GIL). The same numbers as the norm op, the sublayer and an add composed: the nor
 and backward are the norm op's own, the sublayer's equal up to rounding (tests/autograd/
 test_prenorm.py).
 
-On the host n is not kept from the forward to the backward: the backward's weight gradient of
-the first product rebuilds it from xhat, which the norm's backward keeps anyway, by the
-forward's own passes (the same bits). That is an (N, C) array fewer per sublayer held through
-the backward, for two passes over it there (kept where it is smaller than
-autograd.parallel.MIN_PARALLEL values). Inside an autograd.row_chain the forward's blocks run
-when the chain ends, and n is dropped then.
+On the host n is not kept from the forward to the backward, nor made whole in the forward: each
+block's rows of n are an array of the block's size, and the backward's weight gradient of the
+first product rebuilds n from xhat, which the norm's backward keeps anyway, by the forward's
+own passes (the same bits). That is an (N, C) array fewer per sublayer, for two passes over it
+in the backward (kept where it is smaller than autograd.parallel.MIN_PARALLEL values).
 
 On an array that takes the fused kernels (a CuPy array; autograd.cuda.use), the sublayers run
 their GPU form: the same formulas with cuBLAS products (the array's matmul) and the kernels of
@@ -63,32 +62,37 @@ def options(norm, residual: bool, names: tuple) -> dict:
 class RowNorm:
     """The norm in front of a fused sublayer over the rows x2 (N, C) (NumPy float32 or float64),
     computed block by block of rows as the sublayer's blocks ask for them (`block`), each row by
-    the norm op's own formula for x2 (norm.norm_rows): the same numbers. `out` (N, C) is the
-    sublayer's input, xhat (N, C) and rstd (N, 1) what its backward needs; x2 is not kept."""
+    the norm op's own formula for x2 (norm.norm_rows): the same numbers. The block's rows are
+    the sublayer's input; xhat (N, C) and rstd (N, 1) are what its backward needs; x2 is not
+    kept. `out` (N, C) holds the whole output only where it is kept for the backward (below the
+    pool's size, or xhat itself without w and b); else each block's rows are a block-sized array
+    of its own, and `rows` rebuilds the whole in the backward."""
 
     def __init__(self, x2, names: tuple, params: tuple, centered: bool, eps: float):
         p = dict(zip(names, params))
         self.w, self.b, self.centered, self.eps = p.get("norm_w"), p.get("norm_b"), centered, eps
         self.x2, self.rows_fn = x2, norm_rows(centered, x2)
         self.xhat, self.rstd = np.empty_like(x2), np.empty((x2.shape[0], 1), dtype=x2.dtype)
-        plain = self.w is None and self.b is None
-        self.out = self.xhat if plain else np.empty_like(x2)   # the output is xhat itself without w, b
+        if self.w is None and self.b is None:
+            self.out = self.xhat                                 # the output is xhat itself
+        else:   # rebuilding rows below the pool's size costs more in calls than they hold
+            self.out = np.empty_like(x2) if x2.size < parallel.MIN_PARALLEL else None
 
     def block(self, lo: int, hi: int):
-        """Rows lo..hi of `out`, computed now (once per row, before `drop_rows`)."""
-        y = None if self.out is self.xhat else self.out[lo:hi]
+        """Rows lo..hi of the norm's output, computed now (once per row, before `drop_rows`)."""
+        if self.out is self.xhat:
+            y = None
+        else:
+            y = self.out[lo:hi] if self.out is not None else np.empty_like(self.x2[lo:hi])
         self.rows_fn(self.x2[lo:hi], self.xhat[lo:hi], self.rstd[lo:hi], y, self.w, self.b, self.eps)
-        return self.out[lo:hi]
+        return self.xhat[lo:hi] if y is None else y
 
     def drop_rows(self) -> None:
-        """Forget `out` once the sublayer's forward has read it (`rows` rebuilds it), unless it is
-        small: rebuilding rows below the pool's size costs more in calls than they hold."""
+        """Forget x2 once the sublayer's forward has run."""
         self.x2 = None
-        if self.out.size >= parallel.MIN_PARALLEL:
-            self.out = None
 
     def rows(self):
-        """`out`, rebuilt after drop_rows as the forward made it: xhat * w, then + b."""
+        """The whole output: `out`, or rebuilt as the forward's blocks made it: xhat * w, then + b."""
         if self.out is None:
             self.out = affine(self.xhat, self.w, self.b)
         return self.out
@@ -153,7 +157,7 @@ def first_rows(x2, norm, lo: int, hi: int):
 
 
 def forward_blocks(block, x2, norm, n: int, row_elements: int, step: int, unit: int = 1):
-    """Run a fused sublayer's forward `block`s on the host, then drop the norm's output:
+    """Run a fused sublayer's forward `block`s on the host, then let the norm forget its input:
     for_chunks(block, n, row_elements, step) now, or inside an open autograd.row_chain when it
     ends (each of the n units is `unit` rows). -> what the sublayer keeps of its first product's
     input rows: kept_rows's result, which the GPU forms still call."""
@@ -163,7 +167,7 @@ def forward_blocks(block, x2, norm, n: int, row_elements: int, step: int, unit: 
 
 def kept_rows(x2, norm):
     """What a fused sublayer keeps of its first product's input rows once its forward has run:
-    x2 (its input's rows) without a norm, else None and the norm drops its output (see the
+    x2 (its input's rows) without a norm, else None (the norm forgets its input; see the
     module docstring); `input_rows` gives them back in the backward."""
     if norm is None:
         return x2
