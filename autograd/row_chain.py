@@ -8,14 +8,16 @@ starts. Inside ``chain(rows)``, those ops record their blocks (``for_blocks``) i
 running them, and leaving the chain runs them: each group of rows (whole blocks of every
 recorded op) goes through all the ops in order as one task, so the groups run side by side
 with no wait between ops. The blocks are each op's own (``parallel.chunk_bounds``), so every
-number is the same as running the ops one by one, on any number of threads. Where the ops'
-blocks share no cut but the first and the last row, the ops run one by one as usual.
+number is the same as running the ops one by one, on any number of threads. As soon as the
+ops' blocks share no cut but the first row, no group can form: what was recorded runs then,
+one op at a time, and so does every later op of the chain, as if there were none.
 
 The contract: a recorded block fn(lo, hi) reads, of what the chain's earlier ops output, only
 its own rows (lo * unit to hi * unit); and nothing reads a recorded op's output before the chain
 ends, when it is filled. Only a caller that knows every op inside may open a chain (GPT.forward
-around its blocks, when every block runs as its two fused ops). What a chain records lives until
-it ends: the callers open one where the ops keep their arrays for backward anyway.
+around its blocks, when every block runs as its two fused ops). What a chain records, the ops'
+inputs included, lives until it ends: the callers open one where the ops keep their arrays for
+backward anyway.
 """
 from __future__ import annotations
 
@@ -26,7 +28,17 @@ from typing import Callable, Iterator
 from autograd import parallel
 
 ENABLED = True   # False: chain() records nothing (a benchmark's or a test's switch)
-_open = threading.local()   # .ops: the open chain's recorded ops (or None), .rows: its rows
+
+
+class _Open(threading.local):
+    """This thread's open chain: its recorded ops (None: no chain open), the rows they cover
+    (None once no group can form), and the rows where every op recorded so far cuts."""
+    ops: list | None = None
+    rows: int | None = None
+    cuts: set = frozenset()
+
+
+_open = _Open()
 
 
 def chain(rows: int):
@@ -38,47 +50,49 @@ def chain(rows: int):
 
 @contextmanager
 def _chain(rows: int) -> Iterator[None]:
-    if getattr(_open, "ops", None) is not None:
+    if _open.ops is not None:
         yield
-        ops, _open.ops = _open.ops, []
-        run(ops, _open.rows)
+        _run_recorded()
         return
     _open.ops, _open.rows = [], rows
     try:
         yield
-        ops = _open.ops
+        _run_recorded()
     finally:
-        _open.ops = None      # left by an error: what was recorded is dropped with the graph
-    run(ops, rows)
+        _open.ops = _open.rows = None   # left by an error: what was recorded is dropped with the graph
 
 
 def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: int, unit: int = 1,
                then: Callable[[], None] | None = None) -> None:
     """parallel.for_chunks(fn, n, row_elements, step), then then(): now, or recorded by the
     chain open on this thread when its n units of `unit` rows each are the chain's rows."""
-    ops = getattr(_open, "ops", None)
-    if ops is not None and n * unit == _open.rows:
-        ops.append((fn, (n, row_elements, step), unit, then))
+    ops = _open.ops
+    if ops is None or n * unit != _open.rows:
+        parallel.for_chunks(fn, n, row_elements, step)
+        if then is not None:
+            then()
         return
-    parallel.for_chunks(fn, n, row_elements, step)
-    if then is not None:
-        then()
+    cuts = {lo * unit for lo, _ in parallel.chunk_bounds(n, row_elements, step)}
+    _open.cuts = cuts if not ops else _open.cuts & cuts
+    ops.append((fn, (n, row_elements, step), unit, then))
+    if len(_open.cuts) < 2:      # no group can form: the ops run one by one from here on
+        _open.rows = None
+        _run_recorded()
 
 
-def groups(ops: list, rows: int) -> list:
-    """Rows (lo, hi) of the groups: cut where every op's blocks are cut."""
-    cuts = set.intersection(*({lo * unit for lo, _ in parallel.chunk_bounds(*args)} for _, args, unit, _ in ops))
-    edges = sorted(cuts | {rows})
-    return list(zip(edges, edges[1:]))
+def _run_recorded() -> None:
+    """Run what the open chain has recorded and forget it."""
+    ops, _open.ops = _open.ops, []
+    if ops:
+        run(ops, sorted(_open.cuts) + [_open.rows])
 
 
-def run(ops: list, rows: int) -> None:
-    """Run recorded ops: by groups of rows on the pool, or one by one where there is one group."""
-    if not ops:
-        return
-    spans = groups(ops, rows)
-    if len(spans) < 2:
-        for fn, args, _, then in ops:
+def run(ops: list, edges: list) -> None:
+    """Run recorded ops: by the groups of rows between `edges` on the pool, or one by one (each
+    op dropped once it has run) where there is one group."""
+    if len(edges) < 3:
+        while ops:
+            fn, args, _, then = ops.pop(0)
             parallel.for_chunks(fn, *args)
             if then is not None:
                 then()
@@ -86,13 +100,13 @@ def run(ops: list, rows: int) -> None:
     blocks = [(fn, parallel.chunk_bounds(*args), unit) for fn, args, unit, _ in ops]
 
     def task(g0: int, g1: int) -> None:
-        lo, hi = spans[g0][0], spans[g1 - 1][1]
+        lo, hi = edges[g0], edges[g1]
         for fn, bounds, unit in blocks:
             for a, b in bounds:
                 if lo <= a * unit < hi:
                     fn(a, b)
 
-    parallel.for_chunks(task, len(spans), parallel.MIN_PARALLEL, step=1)
+    parallel.for_chunks(task, len(edges) - 1, parallel.MIN_PARALLEL, step=1)
     for _, _, _, then in ops:
         if then is not None:
             then()
