@@ -32,10 +32,12 @@ ENABLED = True   # False: chain() records nothing (a benchmark's or a test's swi
 
 class _Open(threading.local):
     """This thread's open chain: its recorded ops (None: no chain open), the rows they cover
-    (None once no group can form), and the rows where every op recorded so far cuts."""
+    (None once no group can form), the rows where every op recorded so far cuts, and the
+    (address, bytes) of the outputs they declared."""
     ops: list | None = None
     rows: int | None = None
     cuts: set = frozenset()
+    outputs: set = frozenset()
 
 
 _open = _Open()
@@ -54,18 +56,20 @@ def _chain(rows: int) -> Iterator[None]:
         yield
         _run_recorded()
         return
-    _open.ops, _open.rows = [], rows
+    _open.ops, _open.rows, _open.outputs = [], rows, set()
     try:
         yield
         _run_recorded()
     finally:
         _open.ops = _open.rows = None   # left by an error: what was recorded is dropped with the graph
+        _open.outputs = frozenset()
 
 
 def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: int, unit: int = 1,
-               then: Callable[[], None] | None = None) -> None:
+               then: Callable[[], None] | None = None, output=None) -> None:
     """parallel.for_chunks(fn, n, row_elements, step), then then(): now, or recorded by the
-    chain open on this thread when its n units of `unit` rows each are the chain's rows."""
+    chain open on this thread when its n units of `unit` rows each are the chain's rows.
+    output: the array the blocks fill (declared for `is_output`), or None."""
     ops = _open.ops
     if ops is None or n * unit != _open.rows:
         parallel.for_chunks(fn, n, row_elements, step)
@@ -75,14 +79,27 @@ def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: 
     cuts = {lo * unit for lo, _ in parallel.chunk_bounds(n, row_elements, step)}
     _open.cuts = cuts if not ops else _open.cuts & cuts
     ops.append((fn, (n, row_elements, step), unit, then))
+    if output is not None:
+        _open.outputs.add(_extent(output))
     if len(_open.cuts) < 2:      # no group can form: the ops run one by one from here on
         _open.rows = None
         _run_recorded()
 
 
+def is_output(a) -> bool:
+    """Whether the chain open on this thread records ops and `a` is the whole of an output one
+    of them declared: an array that nothing outside the chain has read, so that the op taking
+    it as its input may write over it (see autograd/ops/prenorm.output_rows)."""
+    return _open.rows is not None and _extent(a) in _open.outputs
+
+
+def _extent(a) -> tuple:
+    return a.__array_interface__["data"][0], a.nbytes
+
+
 def _run_recorded() -> None:
-    """Run what the open chain has recorded and forget it."""
-    ops, _open.ops = _open.ops, []
+    """Run what the open chain has recorded and forget it (its outputs may be read from now on)."""
+    ops, _open.ops, _open.outputs = _open.ops, [], set()
     if ops:
         run(ops, sorted(_open.cuts) + [_open.rows])
 

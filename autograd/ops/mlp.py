@@ -67,7 +67,8 @@ class GeluMLP(Function):
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
         N, H = x2.shape[0], w1.shape[1]
         u, a = np.empty((N, H), dtype=x.dtype), np.empty((N, H), dtype=x.dtype)
-        y = np.empty((N, w2.shape[1]), dtype=x.dtype)
+        y = prenorm.output_rows(x2, norm, residual, w2.shape[1])
+        over = y is x2
 
         def block(lo, hi):
             ub = np.matmul(prenorm.first_rows(x2, norm, lo, hi), w1, out=u[lo:hi])
@@ -75,13 +76,9 @@ class GeluMLP(Function):
                 ub += b1
             hb = np.empty_like(ub)
             _gelu_tanh_forward(ub, a[lo:hi], hb)
-            yb = np.matmul(hb, w2, out=y[lo:hi])
-            if b2 is not None:
-                yb += b2
-            if residual:
-                yb += x2[lo:hi]
+            prenorm.last_product(hb, w2, b2, y[lo:hi], x2[lo:hi] if residual else None, over)
 
-        self.rows_in = prenorm.forward_blocks(block, x2, norm, N, H, block_rows(N, H))
+        self.rows_in = prenorm.forward_blocks(block, x2, norm, y, N, H, block_rows(N, H))
         self.norm = norm
         self.w1, self.w2, self.u, self.a = w1, w2, u, a
         self.x_shape, self.names, self.residual = x.shape, names, residual

@@ -36,6 +36,7 @@ import types
 import numpy as np
 
 from autograd import parallel, row_chain
+from autograd.backend import xp_of
 from autograd.ops.matmul import weight_grads
 from autograd.ops.norm import affine, backward_rows, norm_rows
 
@@ -156,13 +157,39 @@ def first_rows(x2, norm, lo: int, hi: int):
     return x2[lo:hi] if norm is None else norm.block(lo, hi)
 
 
-def forward_blocks(block, x2, norm, n: int, row_elements: int, step: int, unit: int = 1):
-    """Run a fused sublayer's forward `block`s on the host, then let the norm forget its input:
-    for_chunks(block, n, row_elements, step) now, or inside an open autograd.row_chain when it
-    ends (each of the n units is `unit` rows). -> what the sublayer keeps of its first product's
-    input rows: kept_rows's result, which the GPU forms still call."""
-    row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.drop_rows)
+def forward_blocks(block, x2, norm, out, n: int, row_elements: int, step: int, unit: int = 1):
+    """Run a fused sublayer's forward `block`s, which fill `out`, on the host, then let the norm
+    forget its input: for_chunks(block, n, row_elements, step) now, or inside an open
+    autograd.row_chain when it ends (each of the n units is `unit` rows). -> what the sublayer
+    keeps of its first product's input rows: kept_rows's result, which the GPU forms still call."""
+    row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.drop_rows,
+                         output=out)
     return x2 if norm is None else None
+
+
+def output_rows(x2, norm, residual: bool, cols: int):
+    """The (N, cols) array a fused sublayer's forward writes into, on the host: x2 itself where an
+    open autograd.row_chain records the sublayer and x2 is an earlier chained op's output that
+    nothing else has read, and where nothing reads x2 after the sublayer's blocks (a norm in
+    front, whose xhat is what the backward keeps; a skip, which each block reads before it
+    writes its rows): an (N, C) array fewer for each sublayer of a chain. Else a new array."""
+    if residual and norm is not None and cols == x2.shape[1] and row_chain.is_output(x2):
+        return x2
+    return np.empty((x2.shape[0], cols), dtype=x2.dtype)
+
+
+def last_product(a, w, b, out, skip=None, over_skip: bool = False):
+    """out = a @ w + b + skip for one block's rows (b, skip optional), where over_skip: out is
+    skip's own memory (output_rows gave x2), so the product goes to a scratch array first. The
+    same bits either way: (a @ w + b) + skip, and x + y is y + x."""
+    xp = xp_of(a)
+    p = xp.matmul(a, w) if over_skip else xp.matmul(a, w, out=out)
+    if b is not None:
+        p += b
+    if skip is not None and over_skip:
+        xp.add(skip, p, out=out)
+    elif skip is not None:
+        xp.add(p, skip, out=out)
 
 
 def kept_rows(x2, norm):

@@ -84,7 +84,9 @@ class CausalSelfAttention(Function):
         H, scale = n_head, 1.0 / math.sqrt(C // n_head)
         x2 = np.ascontiguousarray(x.reshape(B * T, C))
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=False)
-        qkv, y, out = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C, C))
+        qkv, y = (np.empty((B * T, n), dtype=x.dtype) for n in (3 * C, C))
+        out = prenorm.output_rows(x2, norm, residual, C)
+        over = out is x2
         probs = _ca.new_probabilities((B, H), T, x.dtype)
 
         def group(lo, hi):
@@ -96,14 +98,10 @@ class CausalSelfAttention(Function):
                 rotate_into(_rotated(qkv[rows], n, H), tables)
             q, k, v = (_heads(qkv[rows], n, H, 3, i) for i in range(3))      # (n, H, T, hs) views
             _ca.entry_forward(q, k, v, scale, [p[lo:hi] for p in probs], _heads(y[rows], n, H))
-            np.matmul(y[rows], w_out, out=out[rows])
-            if b_out is not None:
-                out[rows] += b_out
-            if residual:
-                out[rows] += x2[rows]
+            prenorm.last_product(y[rows], w_out, b_out, out[rows], x2[rows] if residual else None, over)
 
         per_entry = _ca.scores_per_entry(T, H)
-        self.rows_in = prenorm.forward_blocks(group, x2, norm, B, per_entry, entries_per_task(per_entry), unit=T)
+        self.rows_in = prenorm.forward_blocks(group, x2, norm, out, B, per_entry, entries_per_task(per_entry), unit=T)
         self.norm = norm
         self.w_qkv, self.w_out, self.qkv, self.y = w_qkv, w_out, qkv, y
         self.probs, self.shape, self.H, self.scale = probs, (B, T, C), H, scale

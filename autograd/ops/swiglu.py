@@ -32,8 +32,9 @@ from autograd.ops import prenorm
 from autograd.ops.mlp import block_rows
 
 
-def _forward_rows(rows, w1, b1, w2, b2, u, s, y, skip) -> None:
-    """One block's forward into u (n, 2H), s (n, H) and y (n, Cout); skip: rows to add or None."""
+def _forward_rows(rows, w1, b1, w2, b2, u, s, y, skip, over_skip=False) -> None:
+    """One block's forward into u (n, 2H), s (n, H) and y (n, Cout); skip: rows to add or None,
+    over_skip: y is skip's memory (prenorm.last_product)."""
     xp = xp_of(rows)
     xp.matmul(rows, w1, out=u)
     if b1 is not None:
@@ -47,11 +48,7 @@ def _forward_rows(rows, w1, b1, w2, b2, u, s, y, skip) -> None:
     xp.divide(1.0, s, out=s)   # reciprocal's bits; NumPy's divide has SIMD loops
     h = xp.multiply(a, s)
     h *= b
-    xp.matmul(h, w2, out=y)
-    if b2 is not None:
-        y += b2
-    if skip is not None:
-        y += skip
+    prenorm.last_product(h, w2, b2, y, skip, over_skip)
 
 
 def _backward_rows(dh, u, s, du, h) -> None:
@@ -81,17 +78,21 @@ class SwiGLUMLP(Function):
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=self.device)
         N, H = x2.shape[0], w2.shape[0]
         u, s = xp.empty((N, 2 * H), dtype=x.dtype), xp.empty((N, H), dtype=x.dtype)
-        y = xp.empty((N, w2.shape[1]), dtype=x.dtype)
+        if self.device:
+            y = xp.empty((N, w2.shape[1]), dtype=x.dtype)
+        else:
+            y = prenorm.output_rows(x2, norm, residual, w2.shape[1])
+        over = y is x2
 
         def block(lo, hi):
             _forward_rows(prenorm.first_rows(x2, norm, lo, hi), w1, b1, w2, b2, u[lo:hi], s[lo:hi], y[lo:hi],
-                          x2[lo:hi] if residual else None)
+                          x2[lo:hi] if residual else None, over)
 
         if self.device:
             block(0, N)
             self.rows_in = prenorm.kept_rows(x2, norm)
         else:
-            self.rows_in = prenorm.forward_blocks(block, x2, norm, N, *_cut(N, H))
+            self.rows_in = prenorm.forward_blocks(block, x2, norm, y, N, *_cut(N, H))
         self.norm = norm
         self.w1, self.w2, self.u, self.s = w1, w2, u, s
         self.x_shape, self.names, self.residual = x.shape, names, residual

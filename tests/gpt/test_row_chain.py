@@ -72,16 +72,29 @@ def _assert_same(a, b):
 
 @pytest.mark.parametrize("overrides, dtype", [(dict(), np.float32), (dict(n_head=4), np.float64),
                                               (dict(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False), np.float32)])
-def test_chained_blocks_give_the_bits_of_the_ops_one_by_one(overrides, dtype, spans):
-    """GPT-2's block and LLaMA's (RMSNorm, RoPE, SwiGLU), float32 and float64."""
+def test_chained_blocks_give_the_bits_of_the_ops_one_by_one(overrides, dtype, spans, monkeypatch):
+    """GPT-2's block and LLaMA's (RMSNorm, RoPE, SwiGLU), float32 and float64; chained, every
+    sublayer after the first writes over its input."""
+    from autograd.ops import prenorm
+
+    over, output_rows = [], prenorm.output_rows
+
+    def spy(x2, *args):
+        out = output_rows(x2, *args)
+        over.append(out is x2)
+        return out
+
+    monkeypatch.setattr(prenorm, "output_rows", spy)
     model = _model(**overrides)
     if dtype is np.float64:
         model.to(dtype=np.float64)
     idx, targets = RNG.integers(0, 11, (4, 16)), RNG.integers(0, 11, (4, 16))
     plain = _step(model, idx, targets, chained=False, threads=2)
-    assert spans == []                               # off: no chain ran
+    assert spans == [] and not any(over)            # off: no chain ran, no sublayer wrote over its input
     for threads in (1, 2):
+        over.clear()
         _assert_same(_step(model, idx, targets, chained=True, threads=threads), plain)
+        assert over == [False] + [True] * 5, over
     assert len(spans) == 2 and all(s != "one by one" for s in spans), spans   # on: groups of rows ran
 
 
@@ -193,3 +206,21 @@ def test_an_op_of_other_rows_inside_a_chain_runs_at_once():
         row_chain.for_blocks(lambda lo, hi: ran.append(("other", lo)), 10, 1, 5)
         assert ran == [("other", 0)]
     assert sorted(ran) == [("chained", 0), ("chained", 32), ("other", 0)]
+
+
+def test_an_output_is_written_over_only_while_the_chain_records_it():
+    from autograd.ops import prenorm
+
+    y = np.empty((64, 8))
+    norm = object()                                  # a norm in front: x2 is not kept for backward
+    assert not row_chain.is_output(y)
+    with row_chain.chain(64):
+        row_chain.for_blocks(lambda lo, hi: None, 64, 8, 32, output=y)
+        assert row_chain.is_output(y) and prenorm.output_rows(y, norm, True, 8) is y
+        assert not row_chain.is_output(y[:32]) and not row_chain.is_output(np.empty((64, 8)))
+        assert prenorm.output_rows(y, None, True, 8) is not y        # no norm: the backward keeps x2
+        assert prenorm.output_rows(y, norm, False, 8) is not y       # no skip
+        with row_chain.chain(64):
+            pass
+        assert not row_chain.is_output(y)            # run by the inner chain: it may be read now
+    assert not row_chain.is_output(y)
