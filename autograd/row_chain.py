@@ -13,8 +13,10 @@ ops' blocks share no cut but the first row, no group can form: what was recorded
 one op at a time, and so does every later op of the chain, as if there were none.
 
 The contract: a recorded block fn(lo, hi) reads, of what the chain's earlier ops output, only
-its own rows (lo * unit to hi * unit); and nothing reads a recorded op's output before the chain
-ends, when it is filled. Only a caller that knows every op inside may open a chain (GPT.forward
+its own rows (lo * unit to hi * unit); nothing reads a recorded op's output before the chain
+ends, when it is filled; and an output an op declares (``for_blocks``'s `output`) is read by
+one later op only, its input, which may write its own output over it (``take_output``): nothing
+else, in the chain or after it, may read or keep it. Only a caller that knows every op inside may open a chain (GPT.forward
 around its blocks, when every block runs as its two fused ops). What a chain records, the ops'
 inputs included, lives until it ends: the callers open one where the ops keep their arrays for
 backward anyway.
@@ -69,7 +71,8 @@ def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: 
                then: Callable[[], None] | None = None, output=None) -> None:
     """parallel.for_chunks(fn, n, row_elements, step), then then(): now, or recorded by the
     chain open on this thread when its n units of `unit` rows each are the chain's rows.
-    output: the array the blocks fill (declared for `is_output`), or None."""
+    output: the array the blocks fill, all of it, which the op keeps no reference to for its
+    backward (declared for `take_output`), or None."""
     ops = _open.ops
     if ops is None or n * unit != _open.rows:
         parallel.for_chunks(fn, n, row_elements, step)
@@ -86,11 +89,15 @@ def for_blocks(fn: Callable[[int, int], None], n: int, row_elements: int, step: 
         _run_recorded()
 
 
-def is_output(a) -> bool:
-    """Whether the chain open on this thread records ops and `a` is the whole of an output one
-    of them declared: an array that nothing outside the chain has read, so that the op taking
-    it as its input may write over it (see autograd/ops/prenorm.output_rows)."""
-    return _open.rows is not None and _extent(a) in _open.outputs
+def take_output(a) -> bool:
+    """Whether the chain open on this thread records ops and `a` is the whole of an output one of
+    them declared, which the caller, the op taking it as its input, may then write over
+    (autograd/ops/prenorm.output_rows); taken once: a second taker is told no."""
+    key = _extent(a)
+    if _open.rows is None or key not in _open.outputs:
+        return False
+    _open.outputs.discard(key)
+    return True
 
 
 def _extent(a) -> tuple:

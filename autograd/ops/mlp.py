@@ -17,8 +17,9 @@ as the Linear op's are. Rows per block depend on the shapes only, so the result 
 on the thread count. Equal to the three ops composed up to rounding (tests/autograd/test_mlp.py).
 
 A pre-norm block's whole feed-forward sublayer, x + mlp(norm(x)), is one op too: with `norm` the
-rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
-x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
+rows are normalised first (x in the formulas above is then norm(x), which the backward rebuilds
+from the norm's xhat instead of keeping x), and with `residual` x is added to the output
+(autograd/ops/prenorm.py).
 
 On the GPU (prenorm.on_device) the op runs whole-array: cuBLAS products and GELU's kernel;
 saved: u (N x H), h recomputed in backward by the forward kernel.

@@ -19,7 +19,8 @@ On the host n is not kept from the forward to the backward, nor made whole in th
 block's rows of n are an array of the block's size, and the backward's weight gradient of the
 first product rebuilds n from xhat, which the norm's backward keeps anyway, by the forward's
 own passes (the same bits). That is an (N, C) array fewer per sublayer, for two passes over it
-in the backward (kept where it is smaller than autograd.parallel.MIN_PARALLEL values).
+in the backward (kept where it is smaller than autograd.parallel.MIN_PARALLEL values). Inside
+an autograd.row_chain a sublayer's output may be its input's memory (output_rows).
 
 On an array that takes the fused kernels (a CuPy array; autograd.cuda.use), the sublayers run
 their GPU form: the same formulas with cuBLAS products (the array's matmul) and the kernels of
@@ -168,27 +169,24 @@ def forward_blocks(block, x2, norm, out, n: int, row_elements: int, step: int, u
 
 
 def output_rows(x2, norm, residual: bool, cols: int):
-    """The (N, cols) array a fused sublayer's forward writes into, on the host: x2 itself where an
-    open autograd.row_chain records the sublayer and x2 is an earlier chained op's output that
-    nothing else has read, and where nothing reads x2 after the sublayer's blocks (a norm in
-    front, whose xhat is what the backward keeps; a skip, which each block reads before it
-    writes its rows): an (N, C) array fewer for each sublayer of a chain. Else a new array."""
-    if residual and norm is not None and cols == x2.shape[1] and row_chain.is_output(x2):
+    """The (N, cols) array a fused sublayer's forward writes into, on the host: x2 itself where x2
+    is the whole output of an op the open autograd.row_chain records (row_chain.take_output),
+    with a norm in front (the backward keeps xhat, not x2) and a skip of x2's width; each block
+    reads its rows of x2 before it writes them. Else a new array."""
+    if residual and norm is not None and cols == x2.shape[1] and row_chain.take_output(x2):
         return x2
     return np.empty((x2.shape[0], cols), dtype=x2.dtype)
 
 
 def last_product(a, w, b, out, skip=None, over_skip: bool = False):
     """out = a @ w + b + skip for one block's rows (b, skip optional), where over_skip: out is
-    skip's own memory (output_rows gave x2), so the product goes to a scratch array first. The
-    same bits either way: (a @ w + b) + skip, and x + y is y + x."""
+    skip's own memory (output_rows gave x2), so the product goes to a scratch array first; the
+    same operations in the same order either way."""
     xp = xp_of(a)
     p = xp.matmul(a, w) if over_skip else xp.matmul(a, w, out=out)
     if b is not None:
         p += b
-    if skip is not None and over_skip:
-        xp.add(skip, p, out=out)
-    elif skip is not None:
+    if skip is not None:
         xp.add(p, skip, out=out)
 
 

@@ -24,8 +24,9 @@ The attention keeps only its probabilities (the causal blocks of causal_attentio
 Groups depend on the shapes only, so the result does not depend on the thread count.
 
 A pre-norm block's whole attention sublayer, x + attn(norm(x)), is one op too: with `norm` the
-rows are normalised first (x in the formulas above is then norm(x), which is saved instead of
-x), and with `residual` x is added to the output (autograd/ops/prenorm.py).
+rows are normalised first (x in the formulas above is then norm(x), which the backward rebuilds
+from the norm's xhat instead of keeping x), and with `residual` x is added to the output
+(autograd/ops/prenorm.py).
 
 On the GPU (prenorm.on_device) the op runs whole-array: cuBLAS products around the fused
 attention kernels, which keep their own saved arrays (q, k, v copies, output, probabilities or

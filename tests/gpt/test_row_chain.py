@@ -213,14 +213,19 @@ def test_an_output_is_written_over_only_while_the_chain_records_it():
 
     y = np.empty((64, 8))
     norm = object()                                  # a norm in front: x2 is not kept for backward
-    assert not row_chain.is_output(y)
+    assert not row_chain.take_output(y)
     with row_chain.chain(64):
         row_chain.for_blocks(lambda lo, hi: None, 64, 8, 32, output=y)
-        assert row_chain.is_output(y) and prenorm.output_rows(y, norm, True, 8) is y
-        assert not row_chain.is_output(y[:32]) and not row_chain.is_output(np.empty((64, 8)))
         assert prenorm.output_rows(y, None, True, 8) is not y        # no norm: the backward keeps x2
         assert prenorm.output_rows(y, norm, False, 8) is not y       # no skip
+        assert not row_chain.take_output(y[:32]) and not row_chain.take_output(np.empty((64, 8)))
+        assert prenorm.output_rows(y, norm, True, 8) is y
+        assert not row_chain.take_output(y)          # taken once
+        row_chain.for_blocks(lambda lo, hi: None, 64, 8, 32, output=y)
         with row_chain.chain(64):
             pass
-        assert not row_chain.is_output(y)            # run by the inner chain: it may be read now
-    assert not row_chain.is_output(y)
+        assert not row_chain.take_output(y)          # run by the inner chain: it may be read now
+        row_chain.for_blocks(lambda lo, hi: None, 64, 8, 32, output=y)
+        row_chain.for_blocks(lambda lo, hi: None, 64, 8, 7)       # no common cut: no longer recording
+        assert not row_chain.take_output(y)
+    assert not row_chain.take_output(y)
