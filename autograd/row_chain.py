@@ -16,10 +16,10 @@ The contract: a recorded block fn(lo, hi) reads, of what the chain's earlier ops
 its own rows (lo * unit to hi * unit); nothing reads a recorded op's output before the chain
 ends, when it is filled; and an output an op declares (``for_blocks``'s `output`) is read by
 one later op only, its input, which may write its own output over it (``take_output``): nothing
-else, in the chain or after it, may read or keep it. Only a caller that knows every op inside may open a chain (GPT.forward
-around its blocks, when every block runs as its two fused ops). What a chain records, the ops'
-inputs included, lives until it ends: the callers open one where the ops keep their arrays for
-backward anyway.
+else, in the chain or after it, may read or keep it. Only a caller that knows every op inside
+may open a chain (GPT.forward around its blocks, when every block runs as its two fused ops).
+What a chain records, the ops' inputs included, lives until it ends: the callers open one where
+the ops keep their arrays for backward anyway.
 """
 from __future__ import annotations
 
@@ -93,8 +93,10 @@ def take_output(a) -> bool:
     """Whether the chain open on this thread records ops and `a` is the whole of an output one of
     them declared, which the caller, the op taking it as its input, may then write over
     (autograd/ops/prenorm.output_rows); taken once: a second taker is told no."""
+    if _open.rows is None:
+        return False
     key = _extent(a)
-    if _open.rows is None or key not in _open.outputs:
+    if key not in _open.outputs:
         return False
     _open.outputs.discard(key)
     return True

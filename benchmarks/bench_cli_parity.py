@@ -8,11 +8,11 @@ fresh process and one after the other, `gpt train` first in rounds 1, 3, ... and
 in rounds 2, 4, ...: `gpt train --data` for --steps steps (its metrics.jsonl gives ms/step per
 window of 10 steps), and a plain Python loop over the same model, data and optimizer settings as
 a user writes it (GPT(GPTConfig(...)), AdamW over weight_decay_groups, forward, zero_grad,
-backward, clip_grad_norm, step), with no thread or allocator call of its own, timed step by step. The first
-window of steps is warm-up for both and is left out. Each round prints its two medians and their
-ratio; the summary gives the median over the windows of all rounds and the median of the rounds'
-own ratios ("paired", the steadier figure where the machine's speed drifts between rounds). The
-load average is printed before and after.
+backward, clip_grad_norm, step), with no thread or allocator call of its own, timed step by
+step. The first window of steps is warm-up for both and is left out. Each round prints its two
+medians and their ratio; the summary gives the median over the windows of all rounds and the
+median of the rounds' own ratios ("paired", the steadier figure where the machine's speed
+drifts between rounds). The load average is printed before and after.
 """
 from __future__ import annotations
 

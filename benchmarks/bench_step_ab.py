@@ -22,7 +22,6 @@ The choices (off = A; more can be added to CHOICES):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_train import CONFIGS, build  # noqa: E402
+from bench_train import CONFIGS, _loadavg, build  # noqa: E402
 
 
 def _norm_blocks():
@@ -84,7 +83,7 @@ def main() -> None:
     x, y = (rng.integers(0, c["vocab_size"], (c["batch"], c["block_size"])) for _ in range(2))
     steps = 10 if args.config == "a" else 2
     print(f"{args.what}, config ({args.config}), {args.pairs} pairs of {steps}-step windows; "
-          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+          f"load average {_loadavg()}")
 
     def window() -> tuple[float, float]:
         fwd, both = [], []
@@ -114,7 +113,7 @@ def main() -> None:
         print(f"| {label} | {1e3 * statistics.median(f):.2f} | {1e3 * statistics.median(b):.2f} |")
     (fa, ba), (fb, bb) = (np.array(runs[on]).T for on in (False, True))
     print(f"paired B / A: forward {np.median(fb / fa):.3f}, forward + backward {np.median(bb / ba):.3f}; "
-          f"load average after {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+          f"load average after {_loadavg()}")
 
 
 if __name__ == "__main__":

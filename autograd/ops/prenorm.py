@@ -81,7 +81,7 @@ class RowNorm:
             self.out = np.empty_like(x2) if x2.size < parallel.MIN_PARALLEL else None
 
     def block(self, lo: int, hi: int):
-        """Rows lo..hi of the norm's output, computed now (once per row, before `drop_rows`)."""
+        """Rows lo..hi of the norm's output, computed now (once per row, before `forget_input`)."""
         if self.out is self.xhat:
             y = None
         else:
@@ -89,7 +89,7 @@ class RowNorm:
         self.rows_fn(self.x2[lo:hi], self.xhat[lo:hi], self.rstd[lo:hi], y, self.w, self.b, self.eps)
         return self.xhat[lo:hi] if y is None else y
 
-    def drop_rows(self) -> None:
+    def forget_input(self) -> None:
         """Forget x2 once the sublayer's forward has run."""
         self.x2 = None
 
@@ -125,9 +125,6 @@ class DeviceNorm:
         """Rows lo..hi of `out` (computed whole on construction)."""
         return self.out[lo:hi]
 
-    def drop_rows(self) -> None:
-        """Kept on the GPU: its kernels save no xhat to rebuild `out` from."""
-
     def rows(self):
         return self.out
 
@@ -162,20 +159,20 @@ def forward_blocks(block, x2, norm, out, n: int, row_elements: int, step: int, u
     """Run a fused sublayer's forward `block`s, which fill `out`, on the host, then let the norm
     forget its input: for_chunks(block, n, row_elements, step) now, or inside an open
     autograd.row_chain when it ends (each of the n units is `unit` rows). -> what the sublayer
-    keeps of its first product's input rows: kept_rows's result, which the GPU forms still call."""
-    row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.drop_rows,
+    keeps of its first product's input rows (kept_rows)."""
+    row_chain.for_blocks(block, n, row_elements, step, unit, then=None if norm is None else norm.forget_input,
                          output=out)
-    return x2 if norm is None else None
+    return kept_rows(x2, norm)
 
 
 def output_rows(x2, norm, residual: bool, cols: int):
     """The (N, cols) array a fused sublayer's forward writes into, on the host: x2 itself where x2
     is the whole output of an op the open autograd.row_chain records (row_chain.take_output),
     with a norm in front (the backward keeps xhat, not x2) and a skip of x2's width; each block
-    reads its rows of x2 before it writes them. Else a new array."""
+    reads its rows of x2 before it writes them. Else a new array (of x2's backend)."""
     if residual and norm is not None and cols == x2.shape[1] and row_chain.take_output(x2):
         return x2
-    return np.empty((x2.shape[0], cols), dtype=x2.dtype)
+    return xp_of(x2).empty((x2.shape[0], cols), dtype=x2.dtype)
 
 
 def last_product(a, w, b, out, skip=None, over_skip: bool = False):
@@ -192,12 +189,9 @@ def last_product(a, w, b, out, skip=None, over_skip: bool = False):
 
 def kept_rows(x2, norm):
     """What a fused sublayer keeps of its first product's input rows once its forward has run:
-    x2 (its input's rows) without a norm, else None (the norm forgets its input; see the
-    module docstring); `input_rows` gives them back in the backward."""
-    if norm is None:
-        return x2
-    norm.drop_rows()
-    return None
+    x2 (its input's rows) without a norm, else None (see the module docstring); `input_rows`
+    gives them back in the backward."""
+    return x2 if norm is None else None
 
 
 def input_rows(node):

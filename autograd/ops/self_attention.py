@@ -102,7 +102,8 @@ class CausalSelfAttention(Function):
             prenorm.last_product(y[rows], w_out, b_out, out[rows], x2[rows] if residual else None, over)
 
         per_entry = _ca.scores_per_entry(T, H)
-        self.rows_in = prenorm.forward_blocks(group, x2, norm, out, B, per_entry, entries_per_task(per_entry), unit=T)
+        self.rows_in = prenorm.forward_blocks(group, x2, norm, out, B, per_entry, entries_per_task(per_entry),
+                                              unit=T)
         self.norm = norm
         self.w_qkv, self.w_out, self.qkv, self.y = w_qkv, w_out, qkv, y
         self.probs, self.shape, self.H, self.scale = probs, (B, T, C), H, scale

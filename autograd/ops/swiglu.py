@@ -9,10 +9,11 @@ Backward, g = dL/dy:
 On the CPU, forward and the dx pass run block by block of rows on autograd.parallel's pool, as
 the GELU MLP's do (autograd/ops/mlp.py, whose block sizes this op shares): each block's product,
 gate and second product while it is in cache, one hand-off for the three layers (none of its
-own inside an autograd.row_chain). Saved: u (N x 2H) and s (N x H) and a reference to x; h is rebuilt in backward in the same pass as the
-gate's derivative, and the last backward over them (no retain_graph) writes du over u and h
-over s. The sigmoid is 1 / (1 + exp(-a)): exp overflows to inf for a very negative a,
-which gives the exact limit 0, so it needs neither the stable form's branch nor its extra passes.
+own inside an autograd.row_chain). Saved: u (N x 2H) and s (N x H) and a reference to x; h is
+rebuilt in backward in the same pass as the gate's derivative, and the last backward over them
+(no retain_graph) writes du over u and h over s. The sigmoid is 1 / (1 + exp(-a)): exp
+overflows to inf for a very negative a, which gives the exact limit 0, so it needs neither the
+stable form's branch nor its extra passes.
 Weight and bias gradients of leaf parameters are deferred to the pool (autograd.parallel.defer).
 Equal to the composed ops (Linear, chunk, silu, multiply, Linear) up to rounding
 (tests/autograd/test_swiglu.py).
@@ -78,10 +79,7 @@ class SwiGLUMLP(Function):
         norm = prenorm.row_norm(x2, names, params, centered, eps, device=self.device)
         N, H = x2.shape[0], w2.shape[0]
         u, s = xp.empty((N, 2 * H), dtype=x.dtype), xp.empty((N, H), dtype=x.dtype)
-        if self.device:
-            y = xp.empty((N, w2.shape[1]), dtype=x.dtype)
-        else:
-            y = prenorm.output_rows(x2, norm, residual, w2.shape[1])
+        y = prenorm.output_rows(x2, norm, residual, w2.shape[1])
         over = y is x2
 
         def block(lo, hi):

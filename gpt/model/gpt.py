@@ -259,10 +259,12 @@ class GPT(nn.Module):
     def _chain(self, x, kv_caches):
         """autograd.row_chain over the blocks where every block runs as its two fused ops on the
         host and calls no forward hook (so that nothing inside reads an output before the chain
-        fills it, or after the next sublayer writes over it), and a graph is recorded (whose ops keep their arrays anyway: without one, each
-        op's arrays go when it returns); else a no-op."""
+        fills it, or after the next sublayer writes over it), and a graph is recorded (whose ops
+        keep their arrays anyway: without one, each op's arrays go when it returns); else a
+        no-op."""
         if (kv_caches is None and autograd.is_grad_enabled() and type(x.data) is np.ndarray
-                and all(isinstance(b, Block) and not b._forward_hooks and b._fuses(x) for b in self.transformer.h)):
+                and all(isinstance(b, Block) and not b._forward_hooks and b._fuses(x)
+                        for b in self.transformer.h)):
             return row_chain.chain(x.shape[0] * x.shape[1])
         return contextlib.nullcontext()
 
