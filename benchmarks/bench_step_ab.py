@@ -4,6 +4,7 @@ on (B, the library as it is) and off (A, the way it was before), alternating in 
     python3 benchmarks/bench_step_ab.py --what norm-blocks          # config (a), 30 pairs
     python3 benchmarks/bench_step_ab.py --what norm-blocks --config b --pairs 8
     python3 benchmarks/bench_step_ab.py --what row-chain
+    python3 benchmarks/bench_step_ab.py --what block-shift
 
 Between two runs in separate processes this machine's speed can drift by more than such a change
 is worth; here both settings share the process, the weights and the batch, and take turns in
@@ -18,6 +19,8 @@ The choices (off = A; more can be added to CHOICES):
 - row-chain: the GPT's blocks run as one chain of row-block ops, each group of rows through every
   fused sublayer in one pool task (autograd/row_chain.py); off: one op at a time, each handing
   its blocks to the pool.
+- block-shift: the causal attention's softmax shifts each (entry, head)'s scores by their block's
+  max (autograd/ops/causal_attention.py); off: by each query's own max.
 """
 from __future__ import annotations
 
@@ -67,7 +70,23 @@ def _row_chain():
     return set_
 
 
-CHOICES = {"norm-blocks": _norm_blocks, "row-chain": _row_chain}
+def _block_shift():
+    """set(on): on, the library's softmax over the keys; off, softmax_array's, query by query."""
+    from autograd.ops import causal_attention as ca
+    from autograd.ops.softmax import softmax_array
+
+    shifted = ca._keys_softmax
+
+    def by_query(p, scores):
+        softmax_array(p, axis=-2, out=p, masked=False)
+
+    def set_(on: bool) -> None:
+        ca._keys_softmax = shifted if on else by_query
+
+    return set_
+
+
+CHOICES = {"norm-blocks": _norm_blocks, "row-chain": _row_chain, "block-shift": _block_shift}
 
 
 def main() -> None:

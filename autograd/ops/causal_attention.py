@@ -14,13 +14,16 @@ result does not depend on the thread count. P_i is kept transposed, one (B, H, r
 P_i^T per query block (q's dtype; a task's entries are a contiguous slice of each): with the keys
 down, the softmax's max and sum reduce over the second-last axis, which NumPy runs across
 contiguous rows (faster, for short rows of keys, than the softmax along the last axis),
-and the products read P_i or P_i^T as BLAS transposes alike. The same numbers as the full
+and the products read P_i or P_i^T as BLAS transposes alike. The softmax shifts each (entry,
+head)'s block of scores by the block's max rather than each query's (_keys_softmax): one
+contiguous reduction instead of one down every block's rows. The same numbers as the full
 masked attention (autograd/ops/attention.py) up to rounding, which
 tests/autograd/test_causal_attention.py checks.
 """
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -28,8 +31,12 @@ from autograd import parallel
 from autograd.backend import acc_dtype
 from autograd.function import Function
 from autograd.ops.softmax import softmax_array
+from autograd.sums import down_sums
 
 MIN_ROWS = 64   # smaller query blocks cost more in calls than they save in products
+# A query whose exponentials, shifted by its block's max, sum below this is normalised again by
+# its own max (_keys_softmax): near float32's smallest normals (e^-87) they would lose digits.
+LOW_SUM = math.exp(-60)
 
 
 def query_rows(T: int) -> int:
@@ -87,12 +94,39 @@ def entry_forward(q, k, v, scale: float, probs: list, out) -> None:
     qs = q * q.dtype.type(scale)                                  # (..., T, hs)
     corner = _corner_bias(bounds[0][1] - bounds[0][0], q.dtype.str)
     for (r0, r1), pi in zip(bounds, probs):
-        n = r1 - r0
-        np.matmul(k[..., :r1, :], qs[..., r0:r1, :].swapaxes(-1, -2), out=pi)     # (..., r1, R)
-        own = pi[..., r0:, :]                                     # (..., R, R): the block's own keys
-        np.add(own, corner[:n, :n], out=own)
-        softmax_array(pi, axis=-2, out=pi, masked=False)          # each query sees its own key
+
+        def scores(i=...):                                        # (..., r1, R) into pi[i]
+            np.matmul(k[i][..., :r1, :], qs[i][..., r0:r1, :].swapaxes(-1, -2), out=pi[i])
+            own = pi[i][..., r0:, :]                              # the block's own keys
+            n = r1 - r0
+            np.add(own, corner[:n, :n], out=own)
+
+        scores()
+        _keys_softmax(pi, scores)                                 # each query sees its own key
         np.matmul(pi.swapaxes(-1, -2), v[..., :r1, :], out=out[..., r0:r1, :])
+
+
+def _keys_softmax(p, scores) -> None:
+    """Softmax over the keys (axis -2) of scores p (..., r1, R) in place, every query seeing a key.
+
+    Each block p[i] of one entry and head is shifted by its max M, not each query's own max m:
+    exp(x - M) = exp(x - m) exp(m - M), the same probabilities up to rounding, as long as
+    exp(m - M) is not tiny. A query whose sum falls below LOW_SUM is not: scores(i) writes block
+    i's scores into p[i] again, which is then normalised query by query (softmax_array)."""
+    if p.dtype not in (np.float32, np.float64):      # float16 has too few exponents to spare
+        softmax_array(p, axis=-2, out=p, masked=False)
+        return
+    np.subtract(p, p.max(axis=(-2, -1), keepdims=True), out=p)
+    np.exp(p, out=p)
+    s = down_sums(p)                                                   # (..., 1, R)
+    low = s < LOW_SUM
+    if low.any():
+        blocks = low.any(axis=(-2, -1))
+        for i in zip(*np.nonzero(blocks)) if blocks.ndim else [()]:
+            scores(i)
+            softmax_array(p[i], axis=-2, out=p[i], masked=False)
+            s[i] = 1
+    p /= s
 
 
 def entry_backward(g, q, k, v, out, probs: list, scale: float, gq, gk, gv) -> None:

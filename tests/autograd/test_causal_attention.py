@@ -89,3 +89,33 @@ def test_blocks_on_the_pool_give_one_threads_bits(monkeypatch):
     seed = RNG.standard_normal((4, 2, 64, 8)).astype(np.float32)
 
     assert_same_bits_on_one_thread_and_two(_blocked, arrays, seed)
+
+
+def _far_below(gap: float, dtype):
+    """q, k, v (1, 2, 32, 4) whose query 20 (of the second block, in head 1) has its best score
+    about `gap` below the best of its block's other queries (scores spread over about +-10)."""
+    q, k, v = (a.astype(dtype) for a in _qkv(1, 2, 32, 4))
+    k[..., 0] = 1.0                          # the first component offsets a query's scores
+    q[..., 0] = gap * math.sqrt(4)           # by gap, times the scale's inverse
+    q[0, 1, 20, 0] = 0.0
+    return q, k, v
+
+
+@pytest.mark.parametrize("gap, dtype", [(1000.0, np.float64), (95.0, np.float32)])
+def test_a_query_far_below_its_blocks_max_is_normalised_by_its_own(gap, dtype):
+    # shifted by the block's max, its exponentials underflow: to zero (gap 1000, a NaN row) or to
+    # float32's subnormals (95, digits lost); both are redone with the query's own max
+    q, k, v = _far_below(gap, dtype)
+    ref = _full(*(Tensor(a.astype(np.float64)) for a in (q, k, v))).data
+    got = _blocked(*(Tensor(a) for a in (q, k, v))).data
+    np.testing.assert_allclose(got[0, 1, 20], ref[0, 1, 20], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)   # scores near `gap` round coarser
+    if dtype == np.float64:
+        assert_same(_blocked, _full, [q, k, v])
+
+
+def test_blocks_far_apart_in_one_call_are_each_shifted_by_their_own_max():
+    # the head that holds the low query is redone; the other head and entry keep the block shift
+    q, k, v = _far_below(1000.0, np.float64)
+    q, k, v = (np.concatenate([a, a[:, ::-1]]) for a in (q, k, v))     # 2 entries, heads swapped
+    assert_same(_blocked, _full, [q, k, v])
