@@ -4,7 +4,7 @@ on (B, the library as it is) and off (A, the way it was before), alternating in 
     python3 benchmarks/bench_step_ab.py --what norm-blocks          # config (a), 30 pairs
     python3 benchmarks/bench_step_ab.py --what norm-blocks --config b --pairs 8
     python3 benchmarks/bench_step_ab.py --what row-chain
-    python3 benchmarks/bench_step_ab.py --what block-shift
+    python3 benchmarks/bench_step_ab.py --what unshifted-softmax
 
 Between two runs in separate processes this machine's speed can drift by more than such a change
 is worth; here both settings share the process, the weights and the batch, and take turns in
@@ -19,8 +19,8 @@ The choices (off = A; more can be added to CHOICES):
 - row-chain: the GPT's blocks run as one chain of row-block ops, each group of rows through every
   fused sublayer in one pool task (autograd/row_chain.py); off: one op at a time, each handing
   its blocks to the pool.
-- block-shift: the causal attention's softmax shifts each (entry, head)'s scores by their block's
-  max (autograd/ops/causal_attention.py); off: by each query's own max.
+- unshifted-softmax: the causal attention's softmax exponentiates the scores unshifted where
+  they are in exp's range (autograd/ops/causal_attention.py); off: shifted by each query's max.
 """
 from __future__ import annotations
 
@@ -70,23 +70,23 @@ def _row_chain():
     return set_
 
 
-def _block_shift():
+def _unshifted_softmax():
     """set(on): on, the library's softmax over the keys; off, softmax_array's, query by query."""
     from autograd.ops import causal_attention as ca
     from autograd.ops.softmax import softmax_array
 
-    shifted = ca._keys_softmax
+    unshifted = ca._keys_softmax
 
     def by_query(p, scores):
         softmax_array(p, axis=-2, out=p, masked=False)
 
     def set_(on: bool) -> None:
-        ca._keys_softmax = shifted if on else by_query
+        ca._keys_softmax = unshifted if on else by_query
 
     return set_
 
 
-CHOICES = {"norm-blocks": _norm_blocks, "row-chain": _row_chain, "block-shift": _block_shift}
+CHOICES = {"norm-blocks": _norm_blocks, "row-chain": _row_chain, "unshifted-softmax": _unshifted_softmax}
 
 
 def main() -> None:

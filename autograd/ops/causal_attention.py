@@ -14,9 +14,9 @@ result does not depend on the thread count. P_i is kept transposed, one (B, H, r
 P_i^T per query block (q's dtype; a task's entries are a contiguous slice of each): with the keys
 down, the softmax's max and sum reduce over the second-last axis, which NumPy runs across
 contiguous rows (faster, for short rows of keys, than the softmax along the last axis),
-and the products read P_i or P_i^T as BLAS transposes alike. The softmax shifts each (entry,
-head)'s block of scores by the block's max rather than each query's (_keys_softmax): one
-contiguous reduction instead of one down every block's rows. The same numbers as the full
+and the products read P_i or P_i^T as BLAS transposes alike. The softmax exponentiates the
+scores unshifted where they are in exp's range (_keys_softmax): no max and no subtraction over
+the scores, which the common stable form makes. The same numbers as the full
 masked attention (autograd/ops/attention.py) up to rounding, which
 tests/autograd/test_causal_attention.py checks.
 """
@@ -34,8 +34,8 @@ from autograd.ops.softmax import softmax_array
 from autograd.sums import down_sums
 
 MIN_ROWS = 64   # smaller query blocks cost more in calls than they save in products
-# A query whose exponentials, shifted by its block's max, sum below this is normalised again by
-# its own max (_keys_softmax): near float32's smallest normals (e^-87) they would lose digits.
+# A query whose exponentials sum below this (its best score below about -60) is normalised again
+# by its own max (_keys_softmax): near float32's smallest normals (e^-87) they would lose digits.
 LOW_SUM = math.exp(-60)
 
 
@@ -109,19 +109,20 @@ def entry_forward(q, k, v, scale: float, probs: list, out) -> None:
 def _keys_softmax(p, scores) -> None:
     """Softmax over the keys (axis -2) of scores p (..., r1, R) in place, every query seeing a key.
 
-    Each block p[i] of one entry and head is shifted by its max M, not each query's own max m:
-    exp(x - M) = exp(x - m) exp(m - M), the same probabilities up to rounding, as long as
-    exp(m - M) is not tiny. A query whose sum falls below LOW_SUM is not: scores(i) writes block
-    i's scores into p[i] again, which is then normalised query by query (softmax_array)."""
-    if p.dtype not in (np.float32, np.float64):      # float16 has too few exponents to spare
+    exp(x) / sum(exp(x)) unshifted: the same probabilities as exp(x - max) / sum(exp(x - max))
+    while the exponentials are neither infinite nor tiny. Where a query's sum is not finite (a
+    score above exp's range) or falls below LOW_SUM, its block p[i] of one entry and head is
+    redone: scores(i) writes its scores into p[i] again, which softmax_array then normalises
+    query by query, each by its own max."""
+    if p.dtype not in (np.float32, np.float64):      # float16's exp overflows at 11
         softmax_array(p, axis=-2, out=p, masked=False)
         return
-    np.subtract(p, p.max(axis=(-2, -1), keepdims=True), out=p)
-    np.exp(p, out=p)
+    with np.errstate(over="ignore"):                 # an inf is found in the sums below
+        np.exp(p, out=p)
     s = down_sums(p)                                                   # (..., 1, R)
-    low = s < LOW_SUM
-    if low.any():
-        blocks = low.any(axis=(-2, -1))
+    bad = ~((s >= LOW_SUM) & (s < np.inf))
+    if bad.any():
+        blocks = bad.any(axis=(-2, -1))
         for i in zip(*np.nonzero(blocks)) if blocks.ndim else [()]:
             scores(i)
             softmax_array(p[i], axis=-2, out=p[i], masked=False)

@@ -11,6 +11,7 @@ import pytest
 from autograd import Tensor, gradcheck, ops, parallel
 from autograd.ops import causal_attention as ca
 from autograd.ops.attention import ScaledDotProductAttention
+from autograd.ops.softmax import softmax_array
 from tests.autograd.opcheck import assert_same_bits_on_one_thread_and_two
 from tests.autograd.test_fused import assert_same, attention_ref
 
@@ -91,31 +92,35 @@ def test_blocks_on_the_pool_give_one_threads_bits(monkeypatch):
     assert_same_bits_on_one_thread_and_two(_blocked, arrays, seed)
 
 
-def _far_below(gap: float, dtype):
-    """q, k, v (1, 2, 32, 4) whose query 20 (of the second block, in head 1) has its best score
-    about `gap` below the best of its block's other queries (scores spread over about +-10)."""
+def _offset(offset: float, dtype):
+    """q, k, v (1, 2, 32, 4) whose query 20 (of the second block, in head 1) has its scores moved
+    by `offset` (the others spread over about +-10)."""
     q, k, v = (a.astype(dtype) for a in _qkv(1, 2, 32, 4))
     k[..., 0] = 1.0                          # the first component offsets a query's scores
-    q[..., 0] = gap * math.sqrt(4)           # by gap, times the scale's inverse
-    q[0, 1, 20, 0] = 0.0
+    q[..., 0] = 0.0
+    q[0, 1, 20, 0] = offset * math.sqrt(4)   # times the scale's inverse
     return q, k, v
 
 
-@pytest.mark.parametrize("gap, dtype", [(1000.0, np.float64), (95.0, np.float32)])
-def test_a_query_far_below_its_blocks_max_is_normalised_by_its_own(gap, dtype):
-    # shifted by the block's max, its exponentials underflow: to zero (gap 1000, a NaN row) or to
-    # float32's subnormals (95, digits lost); both are redone with the query's own max
-    q, k, v = _far_below(gap, dtype)
+@pytest.mark.parametrize("offset, dtype", [(1000.0, np.float64), (100.0, np.float32),
+                                           (-1000.0, np.float64), (-95.0, np.float32)])
+def test_a_query_beyond_exps_range_is_normalised_by_its_own_max(offset, dtype):
+    # unshifted, its exponentials overflow (a NaN row), underflow to zero (a NaN row) or to
+    # float32's subnormals (digits lost): its block is redone query by query
+    q, k, v = _offset(offset, dtype)
     ref = _full(*(Tensor(a.astype(np.float64)) for a in (q, k, v))).data
     got = _blocked(*(Tensor(a) for a in (q, k, v))).data
     np.testing.assert_allclose(got[0, 1, 20], ref[0, 1, 20], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)   # scores near `gap` round coarser
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     if dtype == np.float64:
         assert_same(_blocked, _full, [q, k, v])
 
 
-def test_blocks_far_apart_in_one_call_are_each_shifted_by_their_own_max():
-    # the head that holds the low query is redone; the other head and entry keep the block shift
-    q, k, v = _far_below(1000.0, np.float64)
+def test_only_the_blocks_beyond_exps_range_are_redone(monkeypatch):
+    q, k, v = _offset(1000.0, np.float64)
     q, k, v = (np.concatenate([a, a[:, ::-1]]) for a in (q, k, v))     # 2 entries, heads swapped
+    redone = []
+    monkeypatch.setattr(ca, "softmax_array", lambda p, **kw: redone.append(p.shape) or softmax_array(p, **kw))
     assert_same(_blocked, _full, [q, k, v])
+    # of 8 (entry, head, query block)s, the two that hold query 20 (keys 0..31 down, queries 16..31)
+    assert redone == [(32, 16), (32, 16)]
