@@ -12,11 +12,11 @@ Backward, g = dL/dout, D = rowsum(g * out):
 Each batch entry is one task on autograd.parallel's pool, its blocks in a fixed order, so the
 result does not depend on the thread count. P_i is kept transposed, one (B, H, r1, R) array of
 P_i^T per query block (q's dtype; a task's entries are a contiguous slice of each): with the keys
-down, the softmax's max and sum reduce over the second-last axis, which NumPy runs across
-contiguous rows (faster, for short rows of keys, than the softmax along the last axis),
-and the products read P_i or P_i^T as BLAS transposes alike. The softmax exponentiates the
-scores unshifted where they are in exp's range (_keys_softmax): no max and no subtraction over
-the scores, which the common stable form makes. The same numbers as the full
+down, the softmax's sums reduce over the second-last axis, which NumPy runs across contiguous
+rows (faster, for short rows of keys, than along the last axis), and the products read P_i or
+P_i^T as BLAS transposes alike. The softmax exponentiates the scores unshifted where they are
+in exp's range (_keys_softmax): no max and no subtraction over the scores, which the common
+stable form makes. The same numbers as the full
 masked attention (autograd/ops/attention.py) up to rounding, which
 tests/autograd/test_causal_attention.py checks.
 """
@@ -34,8 +34,8 @@ from autograd.ops.softmax import softmax_array
 from autograd.sums import down_sums
 
 MIN_ROWS = 64   # smaller query blocks cost more in calls than they save in products
-# A query whose exponentials sum below this (its best score below about -60) is normalised again
-# by its own max (_keys_softmax): near float32's smallest normals (e^-87) they would lose digits.
+# The least sum of a query's exponentials that _keys_softmax keeps: above it, what float32's
+# subnormals (below e^-87) lose is under e^-87 / e^-60 of a probability.
 LOW_SUM = math.exp(-60)
 
 
@@ -122,8 +122,7 @@ def _keys_softmax(p, scores) -> None:
     s = down_sums(p)                                                   # (..., 1, R)
     bad = ~((s >= LOW_SUM) & (s < np.inf))
     if bad.any():
-        blocks = bad.any(axis=(-2, -1))
-        for i in zip(*np.nonzero(blocks)) if blocks.ndim else [()]:
+        for i in map(tuple, np.argwhere(bad.any(axis=(-2, -1)))):
             scores(i)
             softmax_array(p[i], axis=-2, out=p[i], masked=False)
             s[i] = 1

@@ -71,7 +71,7 @@ def check_cached_equals_uncached(model, label):
     wanted: dict = {}  # window -> its uncached logits: the decoders see the same windows
 
     def uncached(window):
-        key = (window.shape, window.tobytes())
+        key = (window.dtype.str, window.shape, window.tobytes())
         if key not in wanted:
             wanted[key] = uncached_last_logits(model, window)
         return wanted[key]
