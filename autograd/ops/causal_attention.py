@@ -117,9 +117,9 @@ def _keys_softmax(p, scores) -> None:
     if p.dtype not in (np.float32, np.float64):      # float16's exp overflows at 11
         softmax_array(p, axis=-2, out=p, masked=False)
         return
-    with np.errstate(over="ignore"):                 # an inf is found in the sums below
+    with np.errstate(over="ignore", invalid="ignore"):   # an inf or NaN is found in the sums
         np.exp(p, out=p)
-    s = down_sums(p)                                                   # (..., 1, R)
+        s = down_sums(p)                                               # (..., 1, R)
     bad = ~((s >= LOW_SUM) & (s < np.inf))
     if bad.any():
         for i in map(tuple, np.argwhere(bad.any(axis=(-2, -1)))):

@@ -4,6 +4,7 @@ finite differences; the pool's blocks give one thread's bits; scores beyond exp'
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -93,23 +94,26 @@ def test_blocks_on_the_pool_give_one_threads_bits(monkeypatch):
 
 
 def _offset(offset: float, dtype):
-    """q, k, v (1, 2, 32, 4) whose query 20 (of the second block, in head 1) has its scores moved
-    by `offset` (the others within about +-3)."""
+    """q, k, v (1, 2, 32, 4) whose query 20 (of the second block, in head 1) scores every key
+    `offset` (the other queries' scores within about +-3)."""
     q, k, v = (a.astype(dtype) for a in _qkv(1, 2, 32, 4))
     k[..., 0] = 1.0                          # the first component offsets a query's scores
     q[..., 0] = 0.0
+    q[0, 1, 20] = 0.0
     q[0, 1, 20, 0] = offset * math.sqrt(4)   # times the scale's inverse
     return q, k, v
 
 
-@pytest.mark.parametrize("offset, dtype", [(1000.0, np.float64), (100.0, np.float32),
+@pytest.mark.parametrize("offset, dtype", [(1000.0, np.float64), (100.0, np.float32), (88.0, np.float32),
                                            (-1000.0, np.float64), (-100.0, np.float32)])
 def test_a_query_beyond_exps_range_is_normalised_by_its_own_max(offset, dtype, monkeypatch):
-    # unshifted, its exponentials overflow (a NaN row), underflow to zero (a NaN row) or to
-    # float32's subnormals (digits lost): its block, queries 16..31 of head 1, is redone by the
-    # stable softmax, each query shifted by its own max
+    # unshifted, its exponentials or their sum (88: 21 keys of e^88) overflow (a NaN row),
+    # underflow to zero (a NaN row) or to float32's subnormals (digits lost): its block, queries
+    # 16..31 of head 1, is redone by the stable softmax, each query shifted by its own max
     q, k, v = _offset(offset, dtype)
-    got = _blocked(*(Tensor(a) for a in (q, k, v))).data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # what overflows is found and redone: no warning
+        got = _blocked(*(Tensor(a) for a in (q, k, v))).data
     ref = _full(*(Tensor(a.astype(np.float64)) for a in (q, k, v))).data
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(ca, "_keys_softmax", lambda p, scores: softmax_array(p, axis=-2, out=p, masked=False))
