@@ -1,7 +1,7 @@
 """The causal attention's softmax over the keys, alone, on one thread: the library's
 (autograd/ops/causal_attention.py's _keys_softmax: the scores exponentiated unshifted, a block
 redone only where they leave exp's range) against the stable form that shifts every query by its
-own max (autograd/ops/softmax.py's softmax_array over axis -2), taking turns call by call on the
+own max (_stable_keys_softmax, softmax_array over axis -2), taking turns call by call on the
 same scores.
 
     python3 benchmarks/bench_softmax_keys.py
@@ -27,13 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograd import set_threads  # noqa: E402
 from autograd.ops import causal_attention as ca  # noqa: E402
-from autograd.ops.softmax import softmax_array  # noqa: E402
 
 SHAPES = {"(a)": (6, 4, 64, 64), "(b), last block": (1, 6, 256, 64)}
 
 
-def by_query(p, scores) -> None:
-    softmax_array(p, axis=-2, out=p, masked=False)
+by_query = ca._stable_keys_softmax
 
 
 def library(p, scores) -> None:

@@ -71,17 +71,13 @@ def _row_chain():
 
 
 def _unshifted_softmax():
-    """set(on): on, the library's softmax over the keys; off, softmax_array's, query by query."""
+    """set(on): on, the library's softmax over the keys; off, the stable one, query by query."""
     from autograd.ops import causal_attention as ca
-    from autograd.ops.softmax import softmax_array
 
     unshifted = ca._keys_softmax
 
-    def by_query(p, scores):
-        softmax_array(p, axis=-2, out=p, masked=False)
-
     def set_(on: bool) -> None:
-        ca._keys_softmax = unshifted if on else by_query
+        ca._keys_softmax = unshifted if on else ca._stable_keys_softmax
 
     return set_
 
