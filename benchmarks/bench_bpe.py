@@ -22,8 +22,9 @@ loop at once slow each other, before the rows and after (on a shared machine the
 independent, and then no scaling figure is, tiktoken's included).
 
 Each cell is the median of --repeat runs (training) or --encode-repeat runs (encoding),
-the tools interleaved run by run; "paired" is the median of each training round's own ratio
-of our time to rustbpe's, the steadier figure on a machine whose speed drifts. Wall time and
+the tools interleaved run by run (in training, the order turns round by round, and each round's
+times go to stderr); "paired" is the median of each training round's own ratio of our time to
+rustbpe's, the steadier figure on a machine whose speed drifts. Wall time and
 CPU time (this process's threads plus its finished child processes) are both shown: on a
 shared machine CPU time is the steadier measure. Encoding with ours is measured cold (a fresh
 tokenizer: empty chunk cache) and warm (the same text again, cache filled). After the training rows in the same process
@@ -143,16 +144,33 @@ def train_row(corpus, docs, vocab, pattern, args, tokenizers, rustbpe):
     """One table row (each trainer ``args.repeat`` times, interleaved) and our tokenizer."""
     ours, hf, rb = [], [], []
     rb_err = tok = None
-    for _ in range(args.repeat):  # interleaved, so peers share the machine's conditions
+
+    def run_ours():
+        nonlocal tok
         w, c, tok = measure(lambda: train_ours(docs, vocab, pattern, args.workers))
         ours.append((w, c))
-        if tokenizers:
-            hf.append(measure(lambda: train_hf(tokenizers, docs, vocab, pattern))[:2])
-        if rustbpe and rb_err is None:
-            try:
-                rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
-            except Exception as e:  # an API we do not know: say so, keep going
-                rb_err = f"error: {type(e).__name__}"
+
+    def run_hf():
+        hf.append(measure(lambda: train_hf(tokenizers, docs, vocab, pattern))[:2])
+
+    def run_rustbpe():
+        nonlocal rb_err
+        try:
+            rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
+        except Exception as e:  # an API we do not know: say so, keep going
+            rb_err = f"error: {type(e).__name__}"
+
+    runs = [run_ours] + [run_hf] * bool(tokenizers) + [run_rustbpe] * bool(rustbpe)
+    for r in range(args.repeat):
+        # interleaved, so peers share the machine's conditions, and the order turns each round:
+        # a run right after Hugging Face's (40 s of CPU on every core, hundreds of MB freed) is
+        # slowed, so no trainer may always be the one that follows it
+        for run in runs[r % len(runs):] + runs[:r % len(runs)]:
+            if run is not run_rustbpe or rb_err is None:
+                run()
+        print(f"    round {r + 1}: ours {ours[-1][0]:.1f} s"
+              + (f", HF {hf[-1][0]:.1f} s" if hf else "") + (f", rustbpe {rb[-1][0]:.1f} s" if len(rb) > r else ""),
+              file=sys.stderr)
     row = [corpus, vocab, f"{med(ours, 0):.1f} ({med(ours, 1):.1f})"]
     if hf:
         row += [f"{med(hf, 0):.1f} ({med(hf, 1):.1f})", f"{med(ours, 0) / med(hf, 0):.2f}x"]
