@@ -10,7 +10,11 @@ are the cost of waking a thread that waits (a futex, and on a virtual machine wh
 halt, the host waking that core). Part 2 counts the regions a training step of a bench_train.py
 config runs on the pool, with each one's median time, so that the two parts give the step's
 hand-off cost. It also prints the kernel's idle driver, which decides whether an idle core polls
-before it halts.
+before it halts. Part 3 prices the other hand-off, of the GIL: two plain threads each run a loop of
+NumPy calls on arrays of their own (a multiply and an add in place, OpenBLAS unused), against one
+thread running both loops in turn, taking turns over --gil-rounds rounds. Each call releases the
+GIL and takes it back, and when the other thread holds it then, waits to be woken: the smaller
+the calls, the more of the second thread that waiting eats.
 """
 from __future__ import annotations
 
@@ -79,6 +83,39 @@ def handoff(rounds: int) -> dict:
             "caller wake delay": us(wake), "regions with the worker": len(region)}
 
 
+def gil_scaling(elements: int, rounds: int, calls: int = 4000) -> dict:
+    """Per call µs on one thread, and the scaling of two threads each making `calls` NumPy calls
+    over float32 arrays of `elements` against one thread making both loops (medians of `rounds`)."""
+    rng = np.random.default_rng(0)
+
+    def loop():
+        a = rng.random(elements, dtype=np.float32)
+        b = np.empty_like(a)
+
+        def run():
+            for _ in range(calls // 2):
+                np.multiply(a, 1.0001, out=b)
+                np.add(b, 1.0, out=b)
+        return run
+
+    first, second = loop(), loop()
+    one, two = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        first()
+        second()
+        one.append(time.perf_counter() - t)
+        other = threading.Thread(target=second)
+        t = time.perf_counter()
+        other.start()
+        first()
+        other.join()
+        two.append(time.perf_counter() - t)
+    one_s, two_s = statistics.median(one), statistics.median(two)
+    return {"elements": elements, "µs a call": round(one_s / (2 * calls) * 1e6, 1),
+            "two threads' scaling": round(one_s / two_s, 2)}
+
+
 def step_regions(config: str, steps: int) -> list[tuple]:
     """(op, rows, row elements, calls per step, median µs, on the pool) of each kind of
     `for_chunks` call in a training step of `config`."""
@@ -115,11 +152,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3000, help="regions timed in part 1")
     ap.add_argument("--config", default="a", help="bench_train.py config of part 2 ('' to skip)")
     ap.add_argument("--steps", type=int, default=30, help="training steps counted in part 2")
+    ap.add_argument("--gil-sizes", default="10000,50000,100000,200000,400000",
+                    help="array sizes of part 3 ('' to skip)")
+    ap.add_argument("--gil-rounds", type=int, default=7, help="rounds of each size in part 3")
     args = ap.parse_args()
     parallel.set_threads(2)
     print(f"{os.cpu_count()} CPUs, {parallel.threads()} threads; {idle_driver()}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\nHand-off (medians, µs):", handoff(args.rounds))
+    if args.gil_sizes:
+        print("\nThe GIL's hand-off: two threads of NumPy calls against one thread making both loops")
+        print("| elements | µs a call | two threads' scaling |")
+        print("|---|---|---|")
+        for n in map(int, args.gil_sizes.split(",")):
+            print("| " + " | ".join(str(v) for v in gil_scaling(n, args.gil_rounds).values()) + " |")
     if not args.config:
         return
     rows = step_regions(args.config, args.steps)
