@@ -31,6 +31,11 @@ Python gets it: the threads `gpt train` would choose on the machine at that mome
 overrides). `--load 1` starts a busy-loop process for the timed steps (one core taken, as by
 another user's job). Each table gives the load average and the CPU that other processes used
 while each framework was timed (from /proc, the busy loops apart), so a reader can judge it.
+Each round also times the machine's matrix-product ceiling in a fresh process: NumPy's float32
+GEMM of two CEILING_N x CEILING_N matrices on the threads ours uses (OpenBLAS's own split), and
+each table is followed by what a step's products (``step_gflop``: the forward's, and twice that
+for the backward's) take at that rate, with each framework's step as a multiple of it: how far
+from the physical limit each one runs (`--no-ceiling` leaves it out).
 Peak memory is measured in a fresh process per framework: the peak resident set over a few steps
 above the resident set of the built model (weights, gradients, optimizer state, activations and
 the framework's workspace).
@@ -58,6 +63,8 @@ CONFIGS = {
     "a": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12, vocab_size=65),
     "b": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=8, vocab_size=4096),
 }
+CEILING_N = 1536     # the GEMM ceiling's square matrices: large enough for OpenBLAS's peak
+CEILING_CALLS = 7    # products timed (after one untimed) in each ceiling process
 LOSS_TOL = 1e-4      # |ours - PyTorch| allowed for each of the first CHECK_STEPS losses, float32
 CHECK_STEPS = 3
 # Our Linear stores its weight as (in, out) (y = x @ W + b), torch.nn.Linear as (out, in); every
@@ -181,6 +188,34 @@ def loss_check(name: str, paths: tuple, threads: int | None, torch_threads: int 
     return worst <= LOSS_TOL, losses, worst
 
 
+def step_gflop(c: dict) -> float:
+    """GFLOP of the matrix products of one training step of config `c`: each layer's four Linear
+    products (24 N C^2 for N = B T rows) and attention's two over the causal half of the scores
+    (2 B T^2 C), the output layer's (2 N C V); the backward's are twice the forward's."""
+    rows, C = c["batch"] * c["block_size"], c["n_embd"]
+    attention = 2 * c["batch"] * c["block_size"] ** 2 * C
+    forward = c["n_layer"] * (24 * rows * C * C + attention) + 2 * rows * C * c["vocab_size"]
+    return 3 * forward / 1e9
+
+
+def _ceiling_child(job: dict) -> dict:
+    """Seconds of CEILING_CALLS float32 GEMMs of CEILING_N^3 on the threads ours would use (job's
+    threads, or the library's choice), OpenBLAS splitting each one itself."""
+    from autograd import parallel
+
+    threads = job["threads"] or parallel.threads()
+    parallel.set_blas_threads(threads)
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((CEILING_N, CEILING_N), dtype=np.float32) for _ in range(2))
+    out = a @ b
+    times = []
+    for _ in range(CEILING_CALLS):
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - t0)
+    return {"times": times, "phases": {p: [] for p in PHASES}, "others": None, "losses": [], "threads": threads}
+
+
 def time_alone(job: dict) -> dict:
     """Time one framework in a fresh process (this script's --time-child): job has framework,
     config, threads, steps, warmup, device and exclude (pids left out of others' CPU).
@@ -197,6 +232,9 @@ def _time_child(spec: str) -> int:
     from autograd.parallel import CpuMeter
 
     job = json.loads(spec)
+    if job["framework"] == "ceiling":
+        print(json.dumps(_ceiling_child(job)))
+        return 0
     clock = PhaseClock()
     step = framework_step(job["framework"], job["config"], job["threads"], job["device"], mark=clock)
     batches = batches_for(job["config"])
@@ -322,6 +360,7 @@ def speed_tables(args) -> None:
             agreed[name], losses, worst = loss_check(name, paths, args.threads, args.torch_threads)
             _print_check(name, losses, worst, agreed[name])
     frameworks = ("ours",) + paths
+    timed = frameworks + (("ceiling",) if args.device == "cpu" and args.ceiling else ())
     phases: list = []
     for load in (int(v) for v in args.load.split(",")):
         loops = busy_loops(load)
@@ -329,7 +368,7 @@ def speed_tables(args) -> None:
             time.sleep(0.5 if load else 0.0)
             exclude = [p.pid for p in loops]
             avg = _loadavg()
-            results = {name: _rounds(name, frameworks, args, exclude) for name in args.configs}
+            results = {name: _rounds(name, timed, args, exclude) for name in args.configs}
         finally:
             for p in loops:
                 p.kill()
@@ -345,9 +384,12 @@ def speed_tables(args) -> None:
         print(f"| config | ours ms | {cols} | ratio to the faster | paired | ours min..max | {spans} | "
               f"others' CPU, cores ({' / '.join(frameworks)}) | timed losses, max diff |")
         print("|---" * (7 + 2 * len(paths)) + "|")
+        ceilings = {name: res.pop("ceiling") for name, res in results.items() if "ceiling" in res}
         for name, res in results.items():
             _row(name, res, paths, agreed.get(name))
             phases.append((load, name, res))
+        if ceilings:
+            _print_ceiling(ceilings, results, paths)
     print(f"\nload average after: {_loadavg()}")
     if args.phases:
         _print_phases(phases, paths, agreed)
@@ -377,7 +419,7 @@ def _rounds(name: str, frameworks: tuple, args, exclude: list) -> dict:
             acc["times"] += got["times"]
             for p in PHASES:
                 acc["phases"][p] += got["phases"][p]
-            acc["others"].append(got["others"])
+            acc["others"].append(got["others"])  # None from the ceiling's process
             acc["rounds"].append(statistics.median(got["times"]))
             acc["losses"] = acc["losses"] or got["losses"]
             acc["threads"] = got["threads"]
@@ -424,6 +466,23 @@ def _row(name: str, res: dict, paths: tuple, agreed: bool | None) -> None:
           + "".join(f"{span[p]} | " for p in paths) + f"{others} | {'-' if diff is None else f'{diff:.1e}'} |")
 
 
+def _print_ceiling(ceilings: dict, results: dict, paths: tuple) -> None:
+    """The GEMM ceiling of each config's rounds (``ceilings``: {config: the ceiling's timings}), and
+    each framework's step as a multiple of the time its products take at that rate."""
+    print(f"\nGEMM ceiling: float32 {CEILING_N}^3 products through NumPy, on ours' threads, medians "
+          "of each config's rounds; 'x' = the step's median over the time its products take at that rate")
+    print(f"| config | threads | GFLOP/s | products per step, GFLOP | at that rate, ms | ours | "
+          + " | ".join(f"PyTorch {p}" for p in paths) + " |")
+    print("|---" * (6 + len(paths)) + "|")
+    for name, ceiling in ceilings.items():
+        res = results[name]
+        rate = 2 * CEILING_N ** 3 / statistics.median(ceiling["times"]) / 1e9
+        gflop = step_gflop(CONFIGS[name])
+        floor_ms = gflop / rate * 1e3
+        times = " | ".join(f"{_median_ms(res[fw]['times']) / floor_ms:.2f}x" for fw in ("ours",) + paths)
+        print(f"| ({name}) | {ceiling['threads']} | {rate:.0f} | {gflop:.1f} | {floor_ms:.1f} | {times} |")
+
+
 def _print_phases(phases: list, paths: tuple, agreed: dict) -> None:
     """Each phase's median of the timed steps; the ratio is to the path faster over the whole step."""
     print(f"\n| load | config | phase | ours ms | {' | '.join(f'PyTorch {p} ms' for p in paths)} | ratio |")
@@ -459,6 +518,8 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: PyTorch's own)")
     ap.add_argument("--no-torch", action="store_true", help="time ours only")
     ap.add_argument("--memory", action="store_true", help="also peak memory, in fresh processes")
+    ap.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                    help="leave out the GEMM ceiling (timed each round beside the frameworks)")
     ap.add_argument("--phases", action="store_true",
                     help="also the time of each phase (forward, backward, clip, optimizer) of the timed steps")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)

@@ -76,3 +76,32 @@ def test_no_ratio_is_printed_when_the_losses_disagree(capsys):
     out = capsys.readouterr().out
     assert "DISAGREE: no ratio is printed for (a)" in out and "refused (losses disagree)" in out
     assert not re.search(r"\d\.\d\dx", out)
+
+
+def test_step_gflop_counts_the_products_of_the_models_own_weights():
+    """The ceiling's FLOP count, against the shapes of the model it stands for: 2 N in out for each
+    Linear weight, 2 N C V for the tied output layer, attention's two products over the causal half,
+    and the backward's twice the forward's."""
+    bench = _bench()
+    c = bench.CONFIGS["a"]
+    _, model, _ = bench.build("a", "cpu")
+    rows = c["batch"] * c["block_size"]
+    params = dict(model.named_parameters())
+    linear = sum(2 * rows * params[n].shape[0] * params[n].shape[1] for n in params if n.endswith(bench.LINEAR_WEIGHTS))
+    head = 2 * rows * params["transformer.wte.weight"].size
+    attention = c["n_layer"] * 2 * c["batch"] * c["block_size"] ** 2 * c["n_embd"]
+    assert bench.step_gflop(c) == pytest.approx(3 * (linear + head + attention) / 1e9, rel=1e-12)
+
+
+def test_the_ceiling_is_timed_in_its_own_process_and_printed_as_multiples(capsys):
+    bench = _bench()
+    got = bench.time_alone(dict(framework="ceiling", config="a", threads=1, steps=0, warmup=0, device="cpu",
+                                exclude=[]))
+    assert len(got["times"]) == bench.CEILING_CALLS and all(t > 0 for t in got["times"]) and got["threads"] == 1
+    # a rate of exactly 1 GFLOP/s: the products of a step of (a) then take step_gflop seconds
+    second = 2 * bench.CEILING_N ** 3 / 1e9
+    floor = bench.step_gflop(bench.CONFIGS["a"])
+    res = {"ours": {"times": [2 * floor]}, "sdpa": {"times": [floor / 2]}}
+    bench._print_ceiling({"a": {"times": [second], "threads": 2}}, {"a": res}, ("sdpa",))
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| (a)")][0]
+    assert row.split(" | ")[1:] == ["2", "1", f"{floor:.1f}", f"{floor * 1e3:.1f}", "2.00x", "0.50x |"]
