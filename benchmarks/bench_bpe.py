@@ -155,6 +155,8 @@ def train_row(corpus, docs, vocab, pattern, args, tokenizers, rustbpe):
 
     def run_rustbpe():
         nonlocal rb_err
+        if rb_err is not None:  # its API failed once: not tried again
+            return
         try:
             rb.append(measure(lambda: train_rustbpe(rustbpe, docs, vocab, pattern))[:2])
         except Exception as e:  # an API we do not know: say so, keep going
@@ -166,8 +168,7 @@ def train_row(corpus, docs, vocab, pattern, args, tokenizers, rustbpe):
         # a run right after Hugging Face's (40 s of CPU on every core, hundreds of MB freed) is
         # slowed, so no trainer may always be the one that follows it
         for run in runs[r % len(runs):] + runs[:r % len(runs)]:
-            if run is not run_rustbpe or rb_err is None:
-                run()
+            run()
         print(f"    round {r + 1}: ours {ours[-1][0]:.1f} s"
               + (f", HF {hf[-1][0]:.1f} s" if hf else "") + (f", rustbpe {rb[-1][0]:.1f} s" if len(rb) > r else ""),
               file=sys.stderr)

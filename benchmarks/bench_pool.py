@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from autograd import parallel  # noqa: E402
+from bench_train import _loadavg  # noqa: E402
 
 
 def _read(path: str) -> str:
@@ -158,7 +159,7 @@ def main() -> None:
     args = ap.parse_args()
     parallel.set_threads(2)
     print(f"{os.cpu_count()} CPUs, {parallel.threads()} threads; {idle_driver()}; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"load average {_loadavg()}")
     print("\nHand-off (medians, µs):", handoff(args.rounds))
     if args.gil_sizes:
         print("\nThe GIL's hand-off: two threads of NumPy calls against one thread making both loops")
@@ -176,7 +177,7 @@ def main() -> None:
         print("| " + " | ".join(str(x) for x in row) + " |")
     pooled = sum(r[3] for r in rows if r[5])
     print(f"\nregions on the pool per step: {pooled:g}; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"{_loadavg()}")
 
 
 if __name__ == "__main__":

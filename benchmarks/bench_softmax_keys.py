@@ -15,7 +15,6 @@ the median of each pair's own ratio (library / per query), and the load average.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from autograd import set_threads  # noqa: E402
 from autograd.ops import causal_attention as ca  # noqa: E402
+from bench_train import _loadavg  # noqa: E402
 
 SHAPES = {"(a)": (6, 4, 64, 64), "(b), last block": (1, 6, 256, 64)}
-
-
 by_query = ca._stable_keys_softmax
 
 
@@ -49,7 +48,7 @@ def main() -> None:
     set_threads(1)
     rng = np.random.default_rng(0)
     print(f"one thread, float32, scores N(0, {args.scale:g}), {args.calls} calls of each taking turns; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"load average {_loadavg()}")
     print("| shape | per query µs | library µs | paired library / per query |\n|---|---|---|---|")
     for name, shape in SHAPES.items():
         scores = (rng.standard_normal(shape) * args.scale).astype(np.float32)
@@ -63,7 +62,7 @@ def main() -> None:
         a, b = times[by_query], times[library]
         print(f"| {name} {shape} | {statistics.median(a) * 1e6:.1f} | {statistics.median(b) * 1e6:.1f} | "
               f"{statistics.median(y / x for x, y in zip(a, b)):.3f} |")
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average after: {_loadavg()}")
 
 
 if __name__ == "__main__":
