@@ -12,7 +12,8 @@ data and export folders use the same class.
 reader writes no name (readers would overwrite each other's); it clears a name a killed writer
 left. A writer's name is also missing for a moment after it takes the lock and before it lets
 go, so a refused process that finds no name asks the lock itself: a reader's lock granted means
-only readers are there; else it reads the name again (or takes the lock, come free).
+no writer is there (then it takes the lock whole if nobody reads either: the writer let go);
+else it reads the name again (or takes the lock, come free).
 """
 from __future__ import annotations
 
@@ -118,8 +119,12 @@ def _holder(fd: int, mode: int) -> str | None:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError:
                 pass
-            else:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return "a process that reads it"
+            else:  # the writer may have let go since the probe above: readers, or nobody?
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return None
+                except OSError:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    return "a process that reads it"
         time.sleep(NAME_WAIT)  # a writer that has not written its name yet, or is letting go
     return "another process"

@@ -1,5 +1,6 @@
 """bpe/files/lock.py: a refused process names the writer that holds the lock, even in the moment
 between the writer taking the lock and writing its name (or clearing it and letting go)."""
+import os
 import subprocess
 import sys
 
@@ -51,3 +52,22 @@ def test_only_readers_are_named_as_readers(tmp_path):
                             "FolderLock(sys.argv[1], 'data folder').acquire()", str(tmp_path)],
                            capture_output=True, text=True)
     assert p.returncode == 1 and "is in use by a process that reads it" in p.stderr, p.stderr
+
+
+def test_a_writer_letting_go_between_the_probes_is_not_taken_for_a_reader(tmp_path, monkeypatch):
+    import fcntl
+
+    path = tmp_path / ".lock"
+    writer = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # another open file: its flock conflicts
+    fcntl.flock(writer, fcntl.LOCK_EX)
+    flock, open_writers = fcntl.flock, [writer]
+
+    def let_go_before_the_reader_probe(fd, op):
+        if op == fcntl.LOCK_SH | fcntl.LOCK_NB and open_writers:
+            os.close(open_writers.pop())  # the writer exits right after the exclusive probe was refused
+        return flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", let_go_before_the_reader_probe)
+    held = FolderLock(tmp_path, "folder").acquire()  # taken, not refused as "a process that reads it"
+    assert path.read_text().startswith(f"process {os.getpid()} ")
+    held.release()
