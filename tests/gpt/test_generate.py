@@ -59,10 +59,11 @@ def micro(variant, seed=0):
                          n_experts=2, moe_top_k=1, **variant))
 
 
-def check_cached_equals_uncached(model, label):
+def check_cached_equals_uncached(model, label, greedy=True):
     """Teacher-forced: every step's cached logits (through GPT.step where the model has one, and
     through forward with kv_caches) equal the uncached forward of the same window, past
-    block_size (window re-prefills); then greedy tokens with and without the cache agree."""
+    block_size (window re-prefills); then (``greedy``) generate's tokens with and without the
+    cache agree."""
     rng = np.random.default_rng(0)
     prompt, future = rng.integers(0, 24, (2, 2)), rng.integers(0, 24, (2, 7))
     decoders = [Decoder(model, 2, 9), Decoder(model, 2, 9), Decoder(model, 2, 9)]
@@ -89,18 +90,22 @@ def check_cached_equals_uncached(model, label):
                         got = dec.step(future[:, t])
             # only a tall weight has a layout: an attention-only model (mlp="none") has none
             assert bool(dec.layouts) == (i == 2 and model.can_step() and bool(nn.step_layouts(model))), label
-    np.testing.assert_array_equal(generate(model, prompt, 8, temperature=0),
-                                  generate(model, prompt, 8, temperature=0, use_cache=False), err_msg=label)
+    if greedy:
+        np.testing.assert_array_equal(generate(model, prompt, 8, temperature=0),
+                                      generate(model, prompt, 8, temperature=0, use_cache=False), err_msg=label)
 
 
 @pytest.mark.slow  # the whole product of the config's choices
 @pytest.mark.parametrize("pos", POS_CHOICES)
 @pytest.mark.parametrize("mlp", MLP_CHOICES)
 def test_cached_decoding_equals_uncached_for_every_variant(pos, mlp):
-    for variant in every_variant(pos=pos, mlp=mlp):
+    variants = list(every_variant(pos=pos, mlp=mlp))
+    for i, variant in enumerate(variants):
         model = micro(variant)
         model.eval()
-        check_cached_equals_uncached(model, str(variant))
+        # every variant's own step is checked teacher-forced; generate's loop around it is the same
+        # for all, so its greedy tokens are compared for the first and last variants only
+        check_cached_equals_uncached(model, str(variant), greedy=i in (0, len(variants) - 1))
 
 
 @pytest.mark.parametrize("pos", POS_CHOICES)
