@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import AbstractSet
 
 from .encode.piece_encoder import PieceEncoder
-from .encode.special import Allowed, Disallowed, check_disallowed, encode_with_specials, special_policy
+from .encode.special import (Allowed, Disallowed, check_disallowed, check_special_token, encode_with_specials,
+                             special_policy)
 from .files.schema import id_limit, token_id
 from .split.patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
 from .text import alternation, repair_surrogates
@@ -58,14 +59,17 @@ class Tokenizer:
         ids = set(self._ranks.values())
         if len(ids) != len(self._ranks):
             raise ValueError("two mergeable tokens share an id")
+        for t, i in self._ranks.items():
+            if not isinstance(t, (bytes, bytearray)) or not t:
+                raise ValueError(f"mergeable token {t!r:.40} (id {i!r:.20}) must be non-empty bytes")
+        token_id(operator.index(min(ids, default=0)), "the smallest mergeable token id", limit)
         token_id(operator.index(max(ids, default=0)), "the largest mergeable token id", limit)
         missing = [b for b in range(256) if bytes([b]) not in self._ranks]
         if missing:
             raise ValueError(f"the vocabulary lacks {len(missing)} single bytes (e.g. byte {missing[0]}); "
                              "every byte must be a token for byte-level BPE")
         for s, i in self._special.items():
-            if not isinstance(s, str) or not s:
-                raise ValueError("a special token must be a non-empty string")
+            check_special_token(s)
             token_id(i, f"the id of special token {s[:40]!r}", limit)
             if i in ids:
                 raise ValueError(f"special token {s!r} has id {i}, which a mergeable token already uses")
@@ -194,6 +198,8 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The bytes of a token sequence (special tokens as their UTF-8 text)."""
+        if isinstance(ids, (str, bytes, bytearray)):  # their items would be read as ids
+            raise TypeError(f"decode expects a sequence of int token ids, got {type(ids).__name__}")
         dec = self._decoder
         try:
             return b"".join([dec[i] for i in ids])
@@ -279,6 +285,9 @@ class Tokenizer:
 
         if isinstance(texts, str):
             texts = [texts]
+        if texts is None:  # None would mean the default corpus to the trainer
+            raise TypeError("train_from_iterator needs an iterable of texts, got None (Tokenizer.train() "
+                            "trains on the default corpus)")
         return train_tokenizer(cls, None, texts, vocab_size, pattern, special_tokens,
                                min_frequency, workers, verbose, progress)
 
@@ -310,7 +319,11 @@ class Tokenizer:
     ) -> "Tokenizer":
         """A tokenizer whose ids 0..255 are the bytes and merge k makes id 256 + k."""
         vocab = [bytes([i]) for i in range(256)]
-        for k, (a, b) in enumerate(merges):
+        for k, m in enumerate(merges):
+            try:
+                a, b = map(operator.index, m)
+            except (TypeError, ValueError):
+                raise ValueError(f"merge {k} is {m!r:.40}, not a pair of int ids") from None
             if not (0 <= a < len(vocab) and 0 <= b < len(vocab)):
                 raise ValueError(f"merge {k} ({a}, {b}) uses an id not defined before it")
             vocab.append(vocab[a] + vocab[b])

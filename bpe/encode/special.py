@@ -39,6 +39,18 @@ class DisallowedSpecialError(ValueError):
         return type(self), (self.token, self.position)
 
 
+def check_special_token(s) -> None:
+    """A special token is a non-empty str that is text: ValueError otherwise (a lone surrogate
+    has no UTF-8, so the token could be neither decoded nor written)."""
+    if not isinstance(s, str) or not s:
+        raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"special token {s!r} holds a lone surrogate, which is no text (not UTF-8)") from None
+
+
 def _as_set(value, name: str) -> set[str]:
     if isinstance(value, str):
         hint = " (the default)" if name == "allowed_special" else ""

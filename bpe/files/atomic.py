@@ -42,7 +42,10 @@ def fsync_folder(folder: Path) -> None:
 
 
 def existing_folder(path: Path) -> Path:
-    """The folder of ``path``, which must exist (FileNotFoundError naming both otherwise)."""
+    """The folder of the file ``path``, which must exist (FileNotFoundError naming both
+    otherwise); ``path`` itself must not be a folder (IsADirectoryError)."""
+    if path.is_dir() or not path.name:
+        raise IsADirectoryError(f"cannot write {str(path)!r}: it is a folder")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise FileNotFoundError(f"cannot write {str(path)!r}: folder {str(folder)!r} does not exist")

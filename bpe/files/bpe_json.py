@@ -96,7 +96,7 @@ def _header(d, path) -> tuple[str, dict]:
                          " (for Hugging Face or tiktoken files use the matching importer)")
     version = d.get("version")
     if version != VERSION or isinstance(version, bool):
-        raise ValueError(f"{path}: field 'version' is {str(version)[:40]}; this code reads version {VERSION}")
+        raise ValueError(f"{path}: field 'version' is {json.dumps(version)[:40]}; this code reads version {VERSION}")
     pattern = resolve_pattern(member(d, "pattern", str, path), f"{path}: field 'pattern'")
     return pattern, member(d, "special_tokens", dict, path, default={})
 

@@ -51,6 +51,8 @@ def _walk(folder: Path) -> list[Path]:
 
 def _expand_one(raw) -> tuple[list[Path], bool]:
     """The files one input names, and whether they were found (a folder or glob) rather than named."""
+    if not str(raw):  # Path("") is the current folder
+        raise FileNotFoundError("an input path is empty")
     p = Path(raw)
     if p.is_dir():
         return _walk(p), True
@@ -79,8 +81,9 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_b
 
     Folders are walked recursively, hidden entries skipped. With ``skip_binary``, files found
     in a folder or by a glob that look binary (``looks_binary``) are skipped; a file named
-    itself is always kept (``skipped``, when given, receives the binary files left out). A file reached twice (also through another spelling of its path
-    or a link) is listed once, where it first appears. Raises FileNotFoundError naming the
+    itself is always kept (``skipped``, when given, receives the binary files left out). A link to
+    nothing found in a folder or by a glob is left out. A file reached twice (also through another
+    spelling of its path or a link) is listed once, where it first appears. Raises FileNotFoundError naming the
     first path that is missing or matches nothing.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -91,7 +94,7 @@ def expand_inputs(paths: str | os.PathLike | Iterable[str | os.PathLike], skip_b
         found, searched = _expand_one(raw)
         for f in found:
             key = os.path.realpath(f)
-            if key in seen:
+            if key in seen or searched and not os.path.exists(key):  # a link to nothing, found
                 continue
             if searched and skip_binary and looks_binary(f):
                 if skipped is not None:

@@ -156,10 +156,20 @@ def huggingface_dict(tok) -> dict:
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-            "vocab": {token_to_str(t): i for t, i in by_rank},
+            "vocab": _vocab_with_specials(by_rank, tok.special_tokens),
             "merges": merges,
         },
     }
+
+
+def _vocab_with_specials(by_rank: list[tuple[bytes, int]], specials: dict[str, int]) -> dict[str, int]:
+    """model.vocab: the mergeable tokens, then the special ones with their ids, as GPT-2's file
+    has them. An added token outside model.vocab is numbered after it by `tokenizers`, whatever
+    id added_tokens gives it; one whose text a mergeable token has stays out (one id per text)."""
+    vocab = {token_to_str(t): i for t, i in by_rank}
+    for s, i in sorted(specials.items(), key=lambda x: x[1]):
+        vocab.setdefault(s, i)
+    return vocab
 
 
 def save_huggingface(tok, path: str | os.PathLike) -> None:
@@ -247,9 +257,32 @@ def _hf_normalizer(d: dict, path) -> None:
     kind = member(norm, "type", str, path, "normalizer")
     if kind != "NFC":
         raise ValueError(f"{path}: normalizer {kind[:40]!r} is not implemented")
+    _not_applied(f"{path}: the NFC normalizer is not applied; text already in NFC encodes the same")
+
+
+def _not_applied(message: str) -> None:
+    """A part of tokenizer.json that loading leaves out: said once, where the user loads the file."""
     import warnings
 
-    warnings.warn(f"{path}: the NFC normalizer is not applied; text already in NFC encodes the same", stacklevel=4)
+    warnings.warn(message, stacklevel=5)
+
+
+def _hf_left_out(d: dict, model: dict, added_rows: list, path) -> None:
+    """Warn of what `tokenizers` applies and we do not: BPE dropout, a post-processor that adds
+    tokens, and added tokens' whitespace and word-boundary options."""
+    dropout = member(model, "dropout", (int, float, _NULL), path, "model", default=None)
+    if dropout:
+        _not_applied(f"{path}: model.dropout {dropout} is not applied; every merge is taken, as `tokenizers` "
+                     "does without dropout")
+    post = member(d, "post_processor", (dict, _NULL), path, default=None)
+    if post is not None and member(post, "type", str, path, "post_processor") != "ByteLevel":
+        _not_applied(f"{path}: post_processor {post['type'][:40]!r} is not applied; ids match `tokenizers`' "
+                     "encode(text, add_special_tokens=False)")
+    flagged = [(r["content"], f) for r in added_rows for f in ("lstrip", "rstrip", "single_word") if r.get(f)]
+    if flagged:
+        shown = ", ".join(f"{c[:20]!r} {f}" for c, f in flagged[:4]) + (", ..." if len(flagged) > 4 else "")
+        _not_applied(f"{path}: added tokens' options are not applied ({shown}): such a token is matched "
+                     "wherever its text is, and the spaces beside it are encoded as text")
 
 
 def _hf_ids(vocab: dict, added_rows: list, path) -> tuple[dict[str, int], dict[str, int]]:
@@ -282,6 +315,7 @@ def huggingface_parts(d: dict, path) -> tuple[dict[bytes, int], str, dict[str, i
     pattern = _hf_pattern(d, path)
     vocab, added = _hf_ids(member(model, "vocab", dict, path, "model"),
                            member(d, "added_tokens", (list, _NULL), path, default=None) or [], path)
+    _hf_left_out(d, model, d.get("added_tokens") or [], path)  # its rows checked by _hf_ids
     merges = _hf_merges(member(model, "merges", (list, _NULL), path, "model", default=None) or [], vocab, path)
     singles = set(bytes_to_unicode().values())
     made = {a + b: k for k, (a, b) in enumerate(merges)}

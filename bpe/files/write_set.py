@@ -66,9 +66,7 @@ def locked(paths: Iterable[str | os.PathLike]):
     """Hold the locks of the output files ``paths`` (their folders must exist); re-entrant."""
     paths = sorted({Path(p) for p in paths}, key=str)  # one order for every writer
     for p in paths:
-        existing_folder(p)
-        if p.is_dir():
-            raise IsADirectoryError(f"cannot write {str(p)!r}: it is a folder")
+        existing_folder(p)  # and p no folder
     with ExitStack() as held:
         for p in paths:
             held.enter_context(output_lock(p))

@@ -48,7 +48,10 @@ class ChunkTable:
         encode per chunk is the slow part of a table of many chunks).
         """
         keys = list(chunk_counts)
-        counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(keys))
+        try:
+            counts = np.fromiter(chunk_counts.values(), dtype=np.int64, count=len(keys))
+        except OverflowError:
+            raise ValueError("a chunk's count is 2**63 or more; counts are held as int64") from None
         text, lengths = _joined(keys)  # text None: bytes chunks among them
         ok = (counts > 0) & (lengths > 0)
         if not ok.all():

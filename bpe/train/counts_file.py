@@ -28,6 +28,7 @@ from ..split.patterns import resolve_pattern
 from .chunk_counter import add_counts
 
 FORMAT = "bpe-chunk-counts"
+MAX_COUNT = 1 << 62  # counts are summed as int64: room for a few files at the largest
 VERSION = 1
 
 
@@ -47,7 +48,7 @@ def read_counts(path: str | os.PathLike) -> tuple[dict[str, int], str, list[str]
         raise ValueError(f"{path}: not a chunk-count file written by `bpe count` (field 'format' "
                          f"should be {FORMAT!r})")
     if d.get("version") != VERSION:
-        raise ValueError(f"{path}: field 'version' is {str(d.get('version'))[:40]}; this code reads {VERSION}")
+        raise ValueError(f"{path}: field 'version' is {json.dumps(d.get('version'))[:40]}; this code reads {VERSION}")
     pattern, specials, chunks = d.get("pattern"), d.get("special_tokens", []), d.get("chunks")
     if not isinstance(pattern, str):
         raise ValueError(f"{path}: field 'pattern' is missing or not a string")
@@ -57,8 +58,11 @@ def read_counts(path: str | os.PathLike) -> tuple[dict[str, int], str, list[str]
     if not isinstance(chunks, dict):
         raise ValueError(f"{path}: field 'chunks' must be an object mapping chunk to count")
     for c, n in chunks.items():
-        if type(n) is not int or n <= 0 or not c:
-            raise ValueError(f"{path}: chunk {c[:40]!r} has count {str(n)[:40]}; counts are positive ints")
+        if not c:
+            raise ValueError(f"{path}: an empty chunk (with count {str(n)[:40]}); chunks are non-empty")
+        if type(n) is not int or not 0 < n <= MAX_COUNT:
+            raise ValueError(f"{path}: chunk {c[:40]!r} has count {str(n)[:40]}; counts are ints from 1 to "
+                             f"2**62")
     return chunks, pattern, sorted(specials)
 
 

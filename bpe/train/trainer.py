@@ -9,6 +9,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
+from ..encode.special import check_special_token
 from ..files.corpus import default_corpus_files, expand_inputs
 from ..heap import training_heap
 from ..split.patterns import resolve_pattern
@@ -53,8 +54,7 @@ def _special_ids(special_tokens) -> tuple[list[str], dict[str, int] | None]:
         explicit = None
     seen = set()
     for s in names:
-        if not isinstance(s, str) or not s:
-            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+        check_special_token(s)
         if s in seen:
             raise ValueError(f"duplicate special token {s!r} in special_tokens")
         seen.add(s)
@@ -94,7 +94,14 @@ def _check(vocab_size, pattern, special_tokens, min_frequency):
         )
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
-    return pattern, names, explicit, vocab_size - 256 - len(names)
+    n_merges = vocab_size - 256 - len(names)
+    taken = [(s, i) for s, i in (explicit or {}).items() if i < 256 + n_merges]
+    if taken:  # refused now, not after the training that would make the clash
+        s, i = taken[0]
+        raise ValueError(f"special token {s!r} has id {i}, which the bytes (0..255) or the merges "
+                         f"(256..{255 + n_merges}, for vocab_size={vocab_size}) take; give it {256 + n_merges} "
+                         "or more")
+    return pattern, names, explicit, n_merges
 
 
 def _logger(verbose: bool):

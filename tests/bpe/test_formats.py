@@ -257,3 +257,44 @@ def test_rename_is_followed_by_a_folder_fsync(tok4, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real(fd)))
     tok4.save(tmp_path / "t.json")
     assert synced == [False, True]  # the file, then its folder after the rename
+
+
+def test_huggingface_export_keeps_special_ids_past_a_gap(tmp_path):
+    """`tokenizers` numbers an added token that model.vocab lacks after the vocabulary, whatever
+    added_tokens says: the export lists each special token in model.vocab with its id."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = Tokenizer.train_from_iterator(["abcabc hello hello world"] * 20, vocab_size=262,
+                                        special_tokens={"<x>": 1000, "<y>": 700})
+    tok.save_huggingface(tmp_path / "t.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "t.json"))
+    text = "hello<x> world<y>abc"
+    assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
+    back = Tokenizer.from_huggingface(tmp_path / "t.json")
+    assert back.special_tokens == tok.special_tokens and back.mergeable_ranks == tok.mergeable_ranks
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["added_tokens"][0].update(lstrip=True), "'<x>' lstrip"),
+    (lambda d: d["added_tokens"][0].update(single_word=True), "'<x>' single_word"),
+    (lambda d: d["model"].update(dropout=0.1), "model.dropout 0.1 is not applied"),
+    (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [], "pair": [],
+                                        "special_tokens": {}}), "post_processor 'TemplateProcessing'"),
+])
+def test_huggingface_options_we_do_not_apply_are_said(tmp_path, edit, said):
+    tok = Tokenizer.train_from_iterator(["abcabc hello"] * 20, vocab_size=260, special_tokens=["<x>"])
+    tok.save_huggingface(tmp_path / "t.json")
+    d = json.loads((tmp_path / "t.json").read_text())
+    edit(d)
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    with pytest.warns(UserWarning, match=regex.escape(said)):
+        assert Tokenizer.from_huggingface(tmp_path / "t.json").encode("abc") == tok.encode("abc")
+
+
+def test_saving_over_a_folder_is_refused_naming_it(tok4, tmp_path):
+    (tmp_path / "d").mkdir()
+    for save in (tok4.save, tok4.save_huggingface):
+        with pytest.raises(IsADirectoryError, match=r"cannot write '.*d': it is a folder"):
+            save(tmp_path / "d")
+        with pytest.raises(IsADirectoryError, match="cannot write '.': it is a folder"):
+            save("")
+    assert os.listdir(tmp_path / "d") == [] and sorted(os.listdir(tmp_path)) == ["d"]

@@ -349,3 +349,53 @@ def test_duplicate_ids_in_a_token_list_name_both_rows(small, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(d))
     with pytest.raises(ValueError, match=r"bad.json: field 'tokens\[5\]\[0\]' is id 4, which tokens\[4\] has too"):
         Tokenizer.load(tmp_path / "bad.json")
+
+
+BYTES = {bytes([i]): i for i in range(256)}
+
+
+@pytest.mark.parametrize("ranks, needle", [
+    ({**BYTES, b"ab": -1}, "the smallest mergeable token id is -1"),
+    ({**BYTES, b"": 256}, "mergeable token b'' (id 256) must be non-empty bytes"),
+    ({**BYTES, "ab": 256}, "mergeable token 'ab' (id 256) must be non-empty bytes"),
+])
+def test_ranks_the_files_could_not_hold_are_refused_by_the_constructor(ranks, needle):
+    with pytest.raises(ValueError, match=regex.escape(needle)):
+        Tokenizer(ranks)
+
+
+@pytest.mark.parametrize("chunks, needle", [
+    ({"ab": 10 ** 30}, "chunk 'ab' has count 1000000000000000000000000000000; counts are ints from 1 to 2**62"),
+    ({"": 5}, "an empty chunk (with count 5)"),
+])
+def test_count_files_out_of_bounds_name_the_chunk(tmp_path, capsys, chunks, needle):
+    from bpe.train.counts_file import save_counts
+
+    save_counts(tmp_path / "c.0", chunks, GPT4_PATTERN)
+    assert main(["train", "--counts", str(tmp_path / "c.0"), "--vocab-size", "300",
+                 "--out", str(tmp_path / "o.json")]) != 0
+    assert needle in capsys.readouterr().err and not (tmp_path / "o.json").exists()
+
+
+def test_loose_arguments_are_refused_by_name(tmp_path):
+    tok = Tokenizer.from_merges([(97, 98)])
+    with pytest.raises(ValueError, match=r"merge 0 is \(1.0, 2\), not a pair of int ids"):
+        Tokenizer.from_merges([(1.0, 2)])
+    with pytest.raises(ValueError, match=r"merge 1 is \(1, 2, 3\), not a pair"):
+        Tokenizer.from_merges([(97, 98), (1, 2, 3)])
+    with pytest.raises(TypeError, match="got str"):
+        tok.decode("123")
+    with pytest.raises(TypeError, match="got None"):
+        Tokenizer.train_from_iterator(None)
+    with pytest.raises(FileNotFoundError, match="an input path is empty"):
+        Tokenizer.train("")
+
+
+def test_a_link_to_nothing_in_a_folder_is_left_out(tmp_path):
+    from bpe.files.corpus import expand_inputs
+
+    (tmp_path / "a.txt").write_text("hello world")
+    (tmp_path / "broken").symlink_to(tmp_path / "nowhere")
+    assert expand_inputs(tmp_path) == expand_inputs(str(tmp_path / "*")) == [tmp_path / "a.txt"]
+    with pytest.raises(FileNotFoundError, match="broken' does not exist"):
+        expand_inputs(tmp_path / "broken")  # named itself: an error

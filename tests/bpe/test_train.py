@@ -408,3 +408,21 @@ def test_counting_shares_cover_the_texts_in_order_and_shrink_to_the_end(sizes, w
     # every share but the last reaches the least size
     least = sum(sizes) / (workers * SHARES_PER_WORKER)
     assert all(sum(sizes[a:b]) >= least for a, b in shares[:-1])
+
+
+@pytest.mark.parametrize("specials, match", [
+    ({"<|endoftext|>": 256}, r"has id 256, which the bytes \(0..255\) or the merges \(256..258"),
+    ({"<a>": 100}, "has id 100, which the bytes"),
+    (["<\ud800>"], "lone surrogate"),
+])
+def test_special_tokens_that_cannot_be_placed_are_refused_before_training(specials, match, monkeypatch):
+    from bpe.train import trainer
+
+    monkeypatch.setattr(trainer, "count_texts", lambda *a, **k: pytest.fail("trained first"))
+    with pytest.raises(ValueError, match=match):
+        Tokenizer.train_from_iterator(["abcabc"] * 10, vocab_size=260, special_tokens=specials)
+
+
+def test_explicit_special_ids_just_past_the_merges_are_taken():
+    tok = Tokenizer.train_from_iterator(["abcabc"] * 10, vocab_size=260, special_tokens={"<a>": 259, "<b>": 258})
+    assert tok.special_tokens == {"<a>": 259, "<b>": 258} and tok.decode([258, 259]) == "<b><a>"
