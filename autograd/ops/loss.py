@@ -28,6 +28,7 @@ from autograd.grad_mode import is_grad_enabled
 from autograd.ops.index import check_ids
 from autograd.sums import row_sums
 
+IGNORE_INDEX = -100  # cross_entropy's default target that skips a position (PyTorch's)
 _REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -108,7 +109,7 @@ def _softmax_rows(x2, lse):
 
 @kernel_op(kernels.cross_entropy_forward, kernels.cross_entropy_backward)
 class CrossEntropy(Function):
-    def forward(self, x, targets, ignore_index=-100, reduction="mean"):
+    def forward(self, x, targets, ignore_index=IGNORE_INDEX, reduction="mean"):
         xp = xp_of(x)
         V = x.shape[-1]
         x2 = x.reshape(-1, V)                                  # (N, V)
@@ -183,7 +184,7 @@ def _targets_array(targets: Any, logits) -> Any:
     return targets
 
 
-def cross_entropy(logits, targets, ignore_index: int = -100, reduction: str = "mean",
+def cross_entropy(logits, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "mean",
                   check_range: bool = True):
     """Cross-entropy of `logits` (N, V) or (B, T, V) against integer `targets` (N,) or (B, T).
 

@@ -24,6 +24,7 @@ import numpy as np
 import autograd
 import nn
 from autograd import Tensor, backend, row_chain
+from autograd.ops.loss import IGNORE_INDEX
 from gpt.model.block import Block, make_norm
 from gpt.model.config import GPTConfig
 
@@ -169,8 +170,12 @@ class GPT(nn.Module):
             raise TypeError(f"expected {what} to hold integer token ids, got dtype {ids.dtype}")
         if ids.size and not checked:
             V, lo, hi = self.config.vocab_size, *_id_range(ids)
-            # Negative targets are cross_entropy's ignore_index; negative inputs are errors.
-            bad = hi if hi >= V else (lo if lo < 0 and what == "idx" else None)
+            bad = hi if hi >= V else None
+            if lo < 0 and what == "idx":
+                bad = lo
+            elif lo < 0 and (lo != IGNORE_INDEX or bool(((ids < 0) & (ids != IGNORE_INDEX)).any())):
+                raise ValueError(f"a target id below 0 is not {IGNORE_INDEX}, the ignore_index that skips a "
+                                 f"position (got {int(ids[(ids < 0) & (ids != IGNORE_INDEX)].flat[0])})")
             if bad is not None:
                 where = "token id {} in idx" if what == "idx" else "target id {}"
                 raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")

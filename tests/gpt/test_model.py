@@ -345,6 +345,16 @@ def test_bad_targets_and_positions_give_clear_errors():
         model(idx, np.zeros((2, 3), np.int64))
     with pytest.raises(ValueError, match=r"target id 11 is outside"):
         model(idx, np.full((2, 4), 11))
+    for other in (-1, -5):  # not read from the end of the vocabulary, nor skipped
+        targets = np.array([[1, -100, 2, 3], [other, 0, 0, -100]])
+        with pytest.raises(ValueError, match=rf"a target id below 0 is not -100.*\(got {other}\)"):
+            model(idx, targets)
+    skipped = np.array([[1, -100, 2, 3], [-100, 0, 0, -100]])
+    kept = skipped >= 0
+    _, loss = model(idx, skipped)
+    logits, _ = model(idx)
+    want = autograd.cross_entropy(logits[kept], Tensor(skipped[kept]))
+    np.testing.assert_allclose(loss.data, want.data, rtol=1e-6)
     with pytest.raises(ValueError, match=r"pos_offset=6 .. 9 exceed block_size=8"):
         model(idx, pos_offset=6)
 
