@@ -50,8 +50,10 @@ class RunFolder:
         return self.path / name
 
     def open(self) -> "RunFolder":
-        """Create the folder when needed and take its lock (refused while another process writes)."""
+        """Create the folder when needed and take its lock (refused while another process writes,
+        and where the folder holds a config.json that no run wrote: a model folder, say)."""
         self.created = not self.path.exists()
+        self._check_not_foreign()
         self._lock.acquire()
         self._remove_orphans()
         return self
@@ -72,6 +74,21 @@ class RunFolder:
                 pass
         meta = read_meta(data_dir)
         return meta, fingerprint(data_dir, meta.get("tokenizer_path"))
+
+    def _check_not_foreign(self) -> None:
+        """Every run writes config.json with its model's config under "model"; a config.json
+        without one belongs to something else, which the run would overwrite."""
+        config = self.path / "config.json"
+        if not config.is_file():
+            return
+        try:
+            info = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info = None
+        ours = isinstance(info, dict) and "model" in info
+        if not ours:
+            raise FileExistsError(f"{str(self.path)!r} holds a config.json that no run wrote (a Hugging Face "
+                                  "model folder?), which a run would overwrite; choose another folder")
 
     def _remove_orphans(self) -> None:
         """Temp files of writes that a killed process never finished (we hold the lock: no live

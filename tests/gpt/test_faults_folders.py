@@ -80,6 +80,22 @@ def test_a_run_folder_has_one_writer_and_resume_of_a_running_run_is_refused(data
         holder.wait()
 
 
+@pytest.mark.parametrize("config", ['{"architectures": ["GPT2LMHeadModel"], "n_embd": 16}', "[\"model\"]", "{"])
+def test_a_run_into_a_model_folder_is_refused_before_it_writes(data_dir, tmp_path, config):
+    """A Hugging Face folder (`gpt import --hf X --out X`, or `gpt train --out X`) keeps its files."""
+    from gpt.training.run_folder import RunFolder
+
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text(config)
+    (model / "tokenizer.json").write_text("{}")
+    for start in (lambda: Trainer(small(data_dir, model), out=quiet()), lambda: RunFolder(model).open()):
+        with pytest.raises(FileExistsError, match="holds a config.json that no run wrote"):
+            start()
+    assert sorted(os.listdir(model)) == ["config.json", "tokenizer.json"]
+    assert (model / "config.json").read_text() == config
+
+
 def test_two_trains_started_together_share_the_default_corpus_cache(tmp_path):
     script = textwrap.dedent("""
         import sys
