@@ -160,8 +160,8 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     kill at any moment leaves a folder that is complete or refused, never one that looks valid."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    files = input_files(inputs)
     out = Path(out_dir)
+    files = _not_data(input_files(inputs), out)
     with FolderLock(out, "data folder"):  # a second `gpt prepare` into `out` is refused
         if not force:
             _refuse_prepared(out)
@@ -173,6 +173,20 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
         atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
         (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
     return meta
+
+
+def _not_data(files: list[Path], out: Path) -> list[Path]:
+    """``files`` less those in ``out`` or in another data folder (which holds train.bin) found
+    in an input folder: prepared data is no text to learn from, and ``out``'s is replaced."""
+    own = os.path.realpath(out)
+
+    def is_data(folder: str) -> bool:
+        return folder == own or os.path.isfile(os.path.join(folder, "train.bin"))
+
+    kept = [f for f in files if not is_data(os.path.dirname(os.path.realpath(f)))]
+    if not kept:
+        raise ValueError(f"no text files found outside data folders in {[str(f) for f in files[:3]]}")
+    return kept
 
 
 def _refuse_prepared(out: Path) -> None:

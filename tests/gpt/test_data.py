@@ -186,3 +186,17 @@ def test_default_corpus_is_standard_library_sources_within_a_budget():
     sizes = [f.stat().st_size for f in files]
     assert sum(sizes) >= 200_000 and sum(sizes[:-1]) < 200_000
     assert default_files(max_chars=200_000) == files  # the same choice every time
+
+
+def test_data_folders_inside_an_input_folder_are_not_read_as_text(tmp_path):
+    """`prepare --input corp --out corp/data` again with force, or into corp/data2: the prepared
+    folders' meta.json and tokenizer.json are no documents."""
+    corp = tmp_path / "corp"
+    corp.mkdir()
+    (corp / "a.txt").write_text("hello world, a small corpus. " * 200)
+    first = prepare([corp], corp / "data", char=True)
+    again = prepare([corp], corp / "data", char=True, force=True)
+    other = prepare([corp], corp / "data2", char=True)
+    assert first["vocab_size"] == again["vocab_size"] == other["vocab_size"] == len(set("hello world, a small corpus. ")) + 1
+    with pytest.raises(ValueError, match="no text files found outside data folders"):
+        prepare([corp / "data"], tmp_path / "d3", char=True)
