@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gpt.data.loader import BatchLoader, fixed_batches
-from gpt.training.config import TrainConfig
+from gpt.training.config import MODEL_KEYS, TrainConfig
 
 
 def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root: str,
@@ -34,9 +34,11 @@ def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root:
                             val_fraction=cfg.val_fraction, workers=cfg.workers)
 
 
-def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=None) -> tuple[Any, Any, Any, Any]:
+def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=None,
+                explicit: frozenset = frozenset()) -> tuple[Any, Any, Any, Any]:
     """(GPTConfig, GPT in train mode on cfg.device, mixed-precision wrapper or None, AdamW).
-    data_tokenizer: the tokenizer of the data, which --init-from's model must share."""
+    data_tokenizer: the tokenizer of the data, which --init-from's model must share; explicit:
+    the settings the user gave (the others yield to --init-from's model)."""
     from autograd import keep_freed_memory, manual_seed
     from autograd.threads import apply_threads
     from gpt.model.config import GPTConfig
@@ -46,7 +48,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
 
     init_state = None
     if cfg.init_from:  # fine-tuning: the model is the pretrained one, only dropout changes
-        model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer)
+        model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer, explicit)
     else:
         model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
     check_step_fits(cfg, model_cfg)
@@ -90,9 +92,11 @@ def check_step_fits(cfg: TrainConfig, model_cfg) -> None:
                "--grad-accum to keep the tokens per step) or --block-size", cfg.device)
 
 
-def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None):
+def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None, explicit: frozenset = frozenset()):
     """(GPTConfig, state_dict) of --init-from, checked against the data (its vocabulary and
-    tokenizer: ids must mean the same text) and the block size."""
+    tokenizer: ids must mean the same text), the block size and the model settings given (the
+    model's shape is its own). A block size not given is at most the model's context (cfg's is
+    shortened to it)."""
     from gpt.data.folder import describe_tokenizer, same_ids
     from gpt.pretrained import load_init
 
@@ -105,9 +109,18 @@ def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None):
     if vocab_size > model_cfg.vocab_size:
         raise ValueError(f"the data's vocabulary has {vocab_size} ids but the --init-from model only "
                          f"{model_cfg.vocab_size}: prepare the data with the model's own tokenizer")
+    given = model_cfg.to_dict()
+    differ = [k for k in MODEL_KEYS if k in explicit and k not in ("vocab_size", "block_size", "dropout")
+              and k in given and getattr(cfg, k) != given[k]]
+    if differ:
+        k = differ[0]
+        raise ValueError(f"--{k.replace('_', '-')} {getattr(cfg, k)} differs from the --init-from model's "
+                         f"{given[k]}: the model's shape is its own; leave it out")
     if cfg.block_size > model_cfg.block_size:
-        raise ValueError(f"--block-size {cfg.block_size} exceeds the --init-from model's context of "
-                         f"{model_cfg.block_size}: pass --block-size {model_cfg.block_size} or less")
+        if "block_size" in explicit:
+            raise ValueError(f"--block-size {cfg.block_size} exceeds the --init-from model's context of "
+                             f"{model_cfg.block_size}: pass --block-size {model_cfg.block_size} or less")
+        cfg.block_size = model_cfg.block_size  # the default, where the model's context is shorter
     return model_cfg.replace(dropout=cfg.dropout), state
 
 

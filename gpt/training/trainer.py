@@ -108,7 +108,7 @@ class Trainer:
             self.data_dir = Path(find_data())
         self._open_data()
         self.model_cfg, self.model, self.amp, self.optimizer = build_model(
-            self.cfg, int(self.meta["vocab_size"]), self.dist, self.tokenizer)
+            self.cfg, int(self.meta["vocab_size"]), self.dist, self.tokenizer, frozenset(self.explicit))
         self.loader, self.eval_sets = build_batches(self.cfg, self.train_tokens, self.val_tokens, self.dist)
         self.step, self.best_val, self.last_good_step = 0, math.inf, None
         self.best_step: int | None = None

@@ -223,3 +223,8 @@ def test_export_import_and_fine_tune_through_the_cli(tmp_path, monkeypatch):
     ft, _, ft_meta = load_model("ft")
     assert ft_meta["step"] == 2 and ft.config == b.config.replace(dropout=0.1)
     assert gpt_main(["train", "--init-from", "imported", "--data", "data", "--out", "ft2", "--block-size", "64"]) == 2
+    assert gpt_main(["train", "--init-from", "imported", "--data", "data", "--out", "ft2", "--n-embd", "64"]) == 2
+    # the default block size (128) yields to the model's context of 32; the shape flags' defaults too
+    assert gpt_main(["train", "--init-from", "imported", "--data", "data", "--out", "ft3", "--max-steps", "1",
+                     "--eval-batches", "1", "--samples", "0", "--peak-flops", "1e9"]) == 0
+    assert json.loads((tmp_path / "ft3" / "config.json").read_text())["train"]["block_size"] == 32
