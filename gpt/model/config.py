@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -148,11 +149,11 @@ class GPTConfig:
                 problems.append(f"moe_top_k must be in [1, n_experts={self.n_experts}], got {self.moe_top_k!r}")
         for name in ("norm_eps", "rope_base", "init_std"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                problems.append(f"{name} must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                problems.append(f"{name} must be a positive finite number, got {value!r}")
         if isinstance(self.moe_aux_coef, bool) or not isinstance(self.moe_aux_coef, (int, float)) \
-                or self.moe_aux_coef < 0:
-            problems.append(f"moe_aux_coef must be a number >= 0, got {self.moe_aux_coef!r}")
+                or not 0 <= self.moe_aux_coef < math.inf:
+            problems.append(f"moe_aux_coef must be a finite number >= 0, got {self.moe_aux_coef!r}")
         if problems:
             raise ValueError("invalid GPTConfig: " + "; ".join(problems))
 

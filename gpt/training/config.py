@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,7 @@ class _RunSettings:
     grad_accum: int = _f(1, "micro-batches per optimizer step", int, "optim")
     max_steps: int = _f(800, "optimizer steps to train for", int, "optim")
     lr: float = _f(4e-3, "peak learning rate", float, "optim")
-    min_lr: float = _f(1e-3, "final learning rate of the cosine decay", float, "optim")
+    min_lr: float | None = _f(None, "final learning rate of the cosine decay (default: --lr / 4)", float, "optim")
     warmup_steps: int = _f(50, "linear warmup steps", int, "optim")
     lr_decay_steps: int | None = _f(None, "step where the cosine reaches min_lr (default: max_steps)", int, "optim")
     weight_decay: float = _f(0.1, "AdamW weight decay of 2-D weights (biases, norms: none)", float, "optim")
@@ -109,6 +110,10 @@ class _Methods:
         d["vocab_size"] = int(vocab_size)
         return d
 
+    def final_lr(self) -> float:
+        """Where the cosine ends: --min-lr, or a quarter of --lr."""
+        return self.lr / 4 if self.min_lr is None else self.min_lr
+
     def validate(self) -> None:
         """Every setting checked before anything is read or written; one error lists them all."""
         errors = []
@@ -120,12 +125,14 @@ class _Methods:
         for name in ("max_steps", "warmup_steps", "samples", "sample_tokens", "grad_clip", "weight_decay",
                      "min_lr", "max_chars"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                errors.append(f"{flag(name)} must be >= 0, got {value}")
+            if value is not None and not 0 <= value < math.inf:
+                errors.append(f"{flag(name)} must be >= 0 and finite, got {value}")
         for name in ("lr", "time_budget", "peak_flops", "eps"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                errors.append(f"{flag(name)} must be > 0, got {value}")
+            if value is not None and not 0 < value < math.inf:
+                errors.append(f"{flag(name)} must be > 0 and finite, got {value}")
+        if self.min_lr is not None and self.min_lr > self.lr:
+            errors.append(f"--min-lr {self.min_lr} exceeds --lr {self.lr}: the cosine decays from --lr to it")
         if not 0.0 < self.val_fraction < 1.0:
             errors.append(f"--val-fraction must be in (0, 1), got {self.val_fraction}")
         for name in ("beta1", "beta2"):

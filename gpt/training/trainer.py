@@ -45,11 +45,11 @@ class TrainingDiverged(RuntimeError):
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to cfg.lr, then cosine down to cfg.min_lr at lr_decay_steps (then flat)."""
+    """Linear warmup to cfg.lr, then cosine down to cfg.final_lr() at lr_decay_steps (then flat)."""
     from nn.optim import warmup_cosine
 
     total = max(cfg.lr_decay_steps or cfg.max_steps, cfg.warmup_steps)
-    return float(warmup_cosine(step, cfg.warmup_steps, total, cfg.lr, cfg.min_lr))
+    return float(warmup_cosine(step, cfg.warmup_steps, total, cfg.lr, cfg.final_lr()))
 
 
 class Trainer:

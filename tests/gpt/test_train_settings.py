@@ -41,7 +41,14 @@ def test_training_can_set_the_fields_it_could_not_before():
     (["--beta2", "1.0"], "--beta2 must be in [0, 1)"),
     (["--moe-top-k", "9", "--mlp", "moe"], "moe_top_k must be in [1, n_experts=4]"),
     (["--n-embd", "30", "--n-head", "4"], "n_embd=30 must be divisible by n_head=4"),
-    (["--norm-eps", "0"], "norm_eps must be a positive number"),
+    (["--norm-eps", "0"], "norm_eps must be a positive finite number"),
+    (["--norm-eps", "inf"], "norm_eps must be a positive finite number"),
+    (["--init-std", "nan"], "init_std must be a positive finite number"),
+    (["--weight-decay", "nan"], "--weight-decay must be >= 0 and finite, got nan"),
+    (["--grad-clip", "nan"], "--grad-clip must be >= 0 and finite, got nan"),
+    (["--eps", "inf"], "--eps must be > 0 and finite, got inf"),
+    (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),
+    (["--lr", "4e-3", "--min-lr", "1"], "--min-lr 1.0 exceeds --lr 0.004"),
 ])
 def test_bad_settings_are_refused_before_training(argv, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
@@ -61,3 +68,11 @@ def test_sampling_flags_are_sampling_configs_fields_with_one_set_of_defaults():
     assert cfg.sampling() == SamplingConfig(temperature=0.0, top_k=None)
     with pytest.raises(ValueError, match="top_p must be None or in"):
         resolve({"top_p": 1.5})
+
+
+def test_the_cosine_ends_at_a_quarter_of_the_peak_unless_min_lr_is_given():
+    from gpt.training.trainer import lr_at
+
+    low = _parse(["--lr", "1e-4", "--max-steps", "10", "--warmup-steps", "0"])  # a fine-tune's rate
+    assert low.final_lr() == pytest.approx(2.5e-5) and lr_at(10, low) == pytest.approx(2.5e-5)
+    assert _parse(["--lr", "1e-4", "--min-lr", "1e-5"]).final_lr() == 1e-5
