@@ -4,11 +4,19 @@ from __future__ import annotations
 import argparse
 
 
+def path_arg(text: str) -> str:
+    """An argparse type for a file or folder: an empty one is refused (it would mean the
+    current folder, or nothing at all)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
 def add_model_source(p: argparse.ArgumentParser) -> None:
     """--run DIR or --checkpoint FILE (one of them, required), and --device."""
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
-    src.add_argument("--checkpoint", metavar="FILE", help="a checkpoint file")
+    src.add_argument("--run", type=path_arg, metavar="DIR", help="a run folder (its best, else latest, checkpoint)")
+    src.add_argument("--checkpoint", type=path_arg, metavar="FILE", help="a checkpoint file")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
 
 

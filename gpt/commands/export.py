@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpt.commands.common import add_model_source, load_run_model
+from gpt.commands.common import add_model_source, load_run_model, path_arg
 
 
 def register(subparsers) -> None:
@@ -21,8 +21,8 @@ def register(subparsers) -> None:
                     "the same) or as a GGUF v3 file (architectures gpt2, llama, qwen2).")
     add_model_source(p)
     dest = p.add_mutually_exclusive_group(required=True)
-    dest.add_argument("--hf", metavar="DIR", help="the Hugging Face folder to write")
-    dest.add_argument("--gguf", metavar="FILE", help="the GGUF file to write")
+    dest.add_argument("--hf", type=path_arg, metavar="DIR", help="the Hugging Face folder to write")
+    dest.add_argument("--gguf", type=path_arg, metavar="FILE", help="the GGUF file to write")
     p.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32",
                    help="stored weights: f32, bf16 (--hf) or f16 (--gguf) (default f32)")
     p.set_defaults(func=run)
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--dtype {args.dtype} is for {'--hf' if args.dtype == 'bf16' else '--gguf'} only")
     args.device = "cpu"
     model, tokenizer, _ = load_run_model(args)
-    if args.hf:
+    if args.hf is not None:
         folder = save_pretrained(model, args.hf, tokenizer=tokenizer, bf16=args.dtype == "bf16")
         written = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
         print(f"wrote {args.hf} ({', '.join(written)})")

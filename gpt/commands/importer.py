@@ -13,6 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
+from gpt.commands.common import path_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,8 +22,8 @@ def register(subparsers) -> None:
         description="Read a local Hugging Face model folder (config.json, model.safetensors or shards, "
                     "tokenizer.json) and write a run folder that gpt sample / eval / gradflow and "
                     "gpt train --init-from accept. Nothing is downloaded.")
-    p.add_argument("--hf", required=True, metavar="DIR", help="the Hugging Face model folder")
-    p.add_argument("--out", required=True, metavar="RUN", help="the run folder to write")
+    p.add_argument("--hf", required=True, type=path_arg, metavar="DIR", help="the Hugging Face model folder")
+    p.add_argument("--out", required=True, type=path_arg, metavar="RUN", help="the run folder to write")
     p.add_argument("--block-size", type=int, default=None, metavar="T",
                    help="a shorter context than the checkpoint's (default: its max_position_embeddings)")
     p.set_defaults(func=run)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpt.commands.common import path_arg
 from gpt.training.config import MODEL_DEFAULTS
 
 
@@ -14,7 +15,7 @@ def register(subparsers) -> None:
                     "OUT/meta.json. Documents (files) are separated by <|endoftext|>.")
     p.add_argument("--input", nargs="+", metavar="PATH",
                    help="files, folders or globs (default: the Python standard library's sources)")
-    p.add_argument("--out", required=True, metavar="DIR", help="the data folder to write")
+    p.add_argument("--out", required=True, type=path_arg, metavar="DIR", help="the data folder to write")
     tok = p.add_mutually_exclusive_group()
     tok.add_argument("--tokenizer", metavar="PATH",
                      help="an existing tokenizer: our JSON, a .tiktoken, a Hugging Face tokenizer.json, "

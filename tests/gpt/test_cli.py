@@ -167,3 +167,16 @@ def test_warnings_print_the_message_alone(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(plot, "run", warns)
     assert main(["plot", str(tmp_path)]) == 0
     assert capsys.readouterr().err == "gpt plot: warning: something to know\n"
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["export", "--run", "r", "--hf", ""], "--hf"),
+    (["export", "--run", "r", "--gguf", ""], "--gguf"),
+    (["import", "--hf", "", "--out", "x"], "--hf"),
+    (["prepare", "--input", "x", "--out", ""], "--out"),
+    (["sample", "--run", ""], "--run"),
+])
+def test_an_empty_path_is_refused_naming_its_flag(argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and f"argument {flag}: an empty path" in capsys.readouterr().err
