@@ -10,6 +10,8 @@ from typing import Callable
 
 import numpy as np
 
+from gpt.inference.sample import check_finite
+
 
 @dataclass
 class Hypothesis:
@@ -57,6 +59,7 @@ def beam_search(logprob_fn: Callable[[np.ndarray, np.ndarray | None], np.ndarray
     finished: list[Hypothesis] = []
     for step in range(max_new_tokens):
         lp = np.asarray(logprob_fn(seqs, parents), dtype=np.float64)
+        check_finite(lp, "log-probabilities")
         vocab = lp.shape[1]
         total = (sums[:, None] + lp).ravel()
         new_rows, new_sums, new_parents, done = _extend(seqs, total, vocab, num_beams, is_final, norm)

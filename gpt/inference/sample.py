@@ -132,6 +132,14 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
+def check_finite(logits: np.ndarray, what: str = "logits") -> None:
+    """Refuse NaN or +inf (a model whose weights hold them): every pick from them would be
+    token 0 or an arbitrary one, silently. -inf stays allowed (a filtered-out token)."""
+    if not (np.asarray(logits) < np.inf).all():
+        raise ValueError(f"the model produced {what} that are NaN or +inf: its weights (or a "
+                                 "checkpoint's) hold non-finite numbers")
+
+
 def greedy(logits: np.ndarray) -> np.ndarray:
     """argmax per row (first maximum on ties) -> (B,) int64. Works on the logits' own dtype:
     widening float32 to float64 is exact, so the argmax is the same without the copy."""
@@ -231,6 +239,7 @@ class SamplingConfig:
         """The next token of each row: greedy when temperature == 0, else a sample.
         logits: (B, V) (any float dtype); context: B id sequences for the repetition penalty.
         -> (B,) int64."""
+        check_finite(logits)
         if self.greedy:
             return greedy(self.process(logits, context) if self.needs_context else logits)
         if generator is None:

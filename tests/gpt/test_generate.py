@@ -418,3 +418,19 @@ def test_gpt_sample_reads_a_prompt_file_and_reports_bad_input(tmp_path, capsys):
     assert "not in this character-level vocabulary" in capsys.readouterr().err
     assert main(["sample", "--run", str(tmp_path / "run"), "--top-p", "1.5"]) == 2
     assert "top_p" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_weights_are_refused_instead_of_sampling_token_zero(bad):
+    from gpt.inference.beam import beam_search
+
+    model = micro(dict(mlp="gelu"))
+    model.eval()
+    model.transformer.wte.weight.data[3] = bad  # the row of a token the prompt holds
+    prompt = np.array([[1, 3]])
+    for options in ({}, {"temperature": 0}, {"temperature": 0.8, "top_k": 5}):
+        with pytest.raises(ValueError, match="the model produced logits that are NaN or \\+inf"):
+            generate(model, prompt, 3, seed=0, **options)
+    with pytest.raises(ValueError, match="log-probabilities that are NaN"):
+        beam_search(lambda seqs, parents: np.full((1, 4), np.nan), 2, 3)
+    assert beam_search(lambda seqs, parents: np.log(np.full((seqs.shape[0], 4), 0.25)), 2, 2)  # finite: fine
