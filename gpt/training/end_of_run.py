@@ -22,17 +22,26 @@ class RunResult:
     optimizer: Any = None
 
 
+def sample_prompt(tok, meta: dict, val_tokens, cfg) -> list[int]:
+    """The closing samples' prompt ids: cfg.prompt's (a ValueError naming --prompt when the
+    tokenizer cannot encode it, which the trainer asks before training), else a new document."""
+    if cfg.prompt is not None and tok is not None:
+        try:
+            prompt = tok.encode(cfg.prompt, allowed_special="all") if hasattr(tok, "encode") else []
+        except ValueError as exc:
+            raise ValueError(f"--prompt: {exc}") from None
+    else:
+        e = eot_id(tok) if tok is not None else meta.get("eot_id")
+        prompt = [e] if e is not None else [int(val_tokens[0])]
+    return prompt[-cfg.block_size:] or [0]
+
+
 def print_samples(model, tok, meta: dict, val_tokens, cfg, say: Callable[[str], None]) -> list[str]:
     """cfg.samples samples of cfg.sample_tokens tokens after cfg.prompt (default: a new
     document), printed and returned as text (ids when there is no tokenizer)."""
     if cfg.samples <= 0 or cfg.sample_tokens <= 0:
         return []
-    if cfg.prompt is not None and tok is not None:
-        prompt = tok.encode(cfg.prompt, allowed_special="all") if hasattr(tok, "encode") else []
-    else:
-        e = eot_id(tok) if tok is not None else meta.get("eot_id")
-        prompt = [e] if e is not None else [int(val_tokens[0])]
-    prompt = prompt[-cfg.block_size:] or [0]
+    prompt = sample_prompt(tok, meta, val_tokens, cfg)
     rows = sample_ids(model, prompt, cfg.samples, cfg.sample_tokens, cfg.sampling(), seed=cfg.seed)
     texts = []
     for i, ids in enumerate(rows):

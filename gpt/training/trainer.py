@@ -29,7 +29,7 @@ from gpt.training.flops import measure_peak_flops
 from gpt.training.progress import ProgressLine, StopFlag, deferred_interrupts
 from gpt.training.step_log import StepLog
 from gpt.training.build import build_batches, build_model, data_folder
-from gpt.training.end_of_run import RunResult, print_samples, say_summary
+from gpt.training.end_of_run import RunResult, print_samples, sample_prompt, say_summary
 from gpt.training.resume import load_for_resume, restore, resumed_settings
 from gpt.training.rng import get_rng_state
 from gpt.training.run_folder import RunFolder, new_run_path
@@ -148,6 +148,8 @@ class Trainer:
             else (None, None)
         self.train_tokens, self.val_tokens = (open_tokens(self.data_dir, s, self.meta) for s in ("train", "val"))
         self.val_bytes = split_bytes(self.meta, "val", self.val_tokens, self.tokenizer)
+        if self.cfg.samples > 0 and self.cfg.prompt is not None:
+            sample_prompt(self.tokenizer, self.meta, self.val_tokens, self.cfg)  # refused now, not at the end
 
     # -- checkpoints and run files -------------------------------------------------------------
     def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:

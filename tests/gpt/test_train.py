@@ -320,3 +320,9 @@ def test_one_thread_and_two_compute_the_same_bits(data_dir, tmp_path, monkeypatc
     finally:
         parallel.set_threads(1)
     assert_bitwise_equal(*results)
+
+
+def test_a_prompt_the_tokenizer_cannot_encode_is_refused_before_training(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="--prompt: character '\u2603' is not in this character-level vocabulary"):
+        Trainer(small(data_dir, tmp_path / "r", samples=1, prompt="\u2603"), out=quiet())
+    assert not (tmp_path / "r").exists()  # nothing trained, no folder left
