@@ -142,6 +142,11 @@ class _Methods:
             errors.append("give either --init-from (a fresh fine-tune) or --resume (continue a run), not both")
         if self.data and self.input:
             errors.append("give either --data (a prepared folder) or --input (text), not both")
+        if self.char and self.tokenizer:
+            errors.append("give either --char (character ids) or --tokenizer (a file's BPE), not both")
+        elif self.data and (self.char or self.tokenizer):
+            errors.append(f"{'--char' if self.char else '--tokenizer'} is how --input text is prepared; a --data "
+                          "folder has its tokenizer already")
         if self.precision != "fp32" and self.device == "cpu":
             errors.append(f"--precision {self.precision} needs --device cuda (the CPU path computes in float32)")
         for name, f in _fields().items():

@@ -49,6 +49,9 @@ def test_training_can_set_the_fields_it_could_not_before():
     (["--eps", "inf"], "--eps must be > 0 and finite, got inf"),
     (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),
     (["--lr", "4e-3", "--min-lr", "1"], "--min-lr 1.0 exceeds --lr 0.004"),
+    (["--input", "f", "--char", "--tokenizer", "t.json"], "give either --char (character ids) or --tokenizer"),
+    (["--data", "d", "--char"], "--char is how --input text is prepared; a --data folder has its tokenizer"),
+    (["--data", "d", "--tokenizer", "t.json"], "--tokenizer is how --input text is prepared"),
 ])
 def test_bad_settings_are_refused_before_training(argv, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
