@@ -165,6 +165,9 @@ def read_meta(data_dir: str | os.PathLike, vocab_size: int | None = None) -> dic
     checked against the vocab size here, before any training or evaluation starts."""
     d = Path(data_dir)
     if not d.is_dir():
+        if d.is_file():
+            raise FileNotFoundError(f"{str(d)!r} is a file, not a data folder: give text as --input, or make a "
+                                    f"data folder of it with gpt prepare --input {str(d)!r} --out DIR")
         raise FileNotFoundError(f"data folder {str(d)!r} does not exist")
     for s in SPLITS:
         if not (d / f"{s}.bin").is_file():

@@ -184,9 +184,9 @@ class GPT(nn.Module):
     def _check_idx(self, idx: Any, pos_offset: int, ids_checked: bool = False):
         idx = self._as_ids(idx, "idx", ids_checked)
         cfg = self.config
-        if idx.ndim != 2 or idx.shape[1] > cfg.block_size or idx.shape[1] == 0:
+        if idx.ndim != 2 or idx.shape[1] > cfg.block_size or 0 in idx.shape:
             raise ValueError(
-                f"expected idx of shape (B, T) with 0 < T <= block_size={cfg.block_size}, "
+                f"expected idx of shape (B, T) with B > 0 and 0 < T <= block_size={cfg.block_size}, "
                 f"got {tuple(idx.shape)}"
             )
         if pos_offset < 0 or pos_offset + idx.shape[1] > cfg.block_size:

@@ -200,3 +200,11 @@ def test_data_folders_inside_an_input_folder_are_not_read_as_text(tmp_path):
     assert first["vocab_size"] == again["vocab_size"] == other["vocab_size"] == len(set("hello world, a small corpus. ")) + 1
     with pytest.raises(ValueError, match="no text files found outside data folders"):
         prepare([corp / "data"], tmp_path / "d3", char=True)
+
+
+def test_a_text_file_given_as_a_data_folder_says_how_to_prepare_it(tmp_path):
+    (tmp_path / "t.txt").write_text("hello")
+    with pytest.raises(FileNotFoundError, match="is a file, not a data folder: give text as --input"):
+        read_meta(tmp_path / "t.txt")
+    with pytest.raises(FileNotFoundError, match="data folder .* does not exist"):
+        read_meta(tmp_path / "nothing")

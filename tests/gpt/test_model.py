@@ -326,7 +326,8 @@ def test_model_on_the_gpu_matches_the_cpu(pos):
 @pytest.mark.parametrize(
     "idx, message",
     [
-        (np.zeros((4, 9), np.int64), r"expected idx of shape \(B, T\) with 0 < T <= block_size=8, got \(4, 9\)"),
+        (np.zeros((4, 9), np.int64), r"expected idx of shape \(B, T\) with B > 0 and 0 < T <= block_size=8, got \(4, 9\)"),
+        (np.zeros((0, 4), np.int64), r"with B > 0 .*got \(0, 4\)"),
         (np.zeros(5, np.int64), r"expected idx of shape \(B, T\).*got \(5,\)"),
         (np.full((1, 3), 11), r"token id 11 in idx is outside the vocabulary \[0, 11\)"),
         (np.full((1, 3), -1), r"token id -1 in idx is outside the vocabulary"),
