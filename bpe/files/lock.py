@@ -53,7 +53,11 @@ class FolderLock:
     def acquire(self) -> "FolderLock":
         import fcntl
 
-        self.lock_file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.lock_file.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # the folder, or one above it, is a file
+            raise FileExistsError(f"{self.what} {str(self.lock_file.parent)!r} cannot be made: it (or a folder "
+                                  "above it) is a file") from None
         self._key = str(self.lock_file.resolve())
         if self._key in FolderLock._held:
             FolderLock._held[self._key] += 1

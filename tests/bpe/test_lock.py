@@ -71,3 +71,11 @@ def test_a_writer_letting_go_between_the_probes_is_not_taken_for_a_reader(tmp_pa
     held = FolderLock(tmp_path, "folder").acquire()  # taken, not refused as "a process that reads it"
     assert path.read_text().startswith(f"process {os.getpid()} ")
     held.release()
+
+
+def test_a_folder_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "f").write_text("x")
+    for folder in (tmp_path / "f", tmp_path / "f" / "sub"):
+        with pytest.raises(FileExistsError, match=r"run folder '.*f(/sub)?' cannot be made: it \(or a folder above"):
+            FolderLock(folder, "run folder").acquire()
+    assert (tmp_path / "f").read_text() == "x"
