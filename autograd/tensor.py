@@ -59,6 +59,8 @@ class Tensor:
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype=None, device: str | None = None):
         arr = _to_array(data, dtype)
+        if arr.dtype.kind not in "biufc":  # None, strings, objects: no op computes with them
+            raise TypeError(f"a Tensor holds numbers; got {type(data).__name__} of dtype {arr.dtype}")
         if device is not None:
             arr = backend.to_device(arr, device)
         if requires_grad and arr.dtype.kind not in "fc":

@@ -99,3 +99,10 @@ def test_legacy_random_state_generators_work_too():
     b = autograd.randn(3, generator=np.random.RandomState(1))
     assert a.dtype == np.float32
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("data", [None, "x", ["a", "b"], np.array([1, "a"], dtype=object)])
+def test_a_tensor_of_no_numbers_is_refused(data):
+    with pytest.raises(TypeError, match="a Tensor holds numbers"):
+        Tensor(data)
+    assert Tensor([1, 2]).data.dtype == np.int64 and Tensor(True).data.dtype == np.bool_
