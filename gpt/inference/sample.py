@@ -269,7 +269,9 @@ def from_options(values: dict) -> SamplingConfig:
 
 
 def make_generator(seed: int | None) -> np.random.Generator:
-    """A numpy Generator: reproducible for an int seed, fresh OS entropy for None."""
+    """A numpy Generator: reproducible for an int seed (>= 0), fresh OS entropy for None."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"seed must be None or an int >= 0, got {seed!r}")
     return np.random.default_rng(seed)
 
 

@@ -434,3 +434,9 @@ def test_non_finite_weights_are_refused_instead_of_sampling_token_zero(bad):
     with pytest.raises(ValueError, match="log-probabilities that are NaN"):
         beam_search(lambda seqs, parents: np.full((1, 4), np.nan), 2, 3)
     assert beam_search(lambda seqs, parents: np.log(np.full((seqs.shape[0], 4), 0.25)), 2, 2)  # finite: fine
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_a_bad_seed_is_named(seed):
+    with pytest.raises(ValueError, match="seed must be None or an int >= 0"):
+        S.make_generator(seed)
