@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         from gpt.data.corpus import DEFAULT_MAX_CHARS, default_files
 
         inputs = default_files(args.max_chars or DEFAULT_MAX_CHARS)
-    vocab = args.vocab_size if (args.vocab_size is not None or args.tokenizer or args.char) else MODEL_DEFAULTS["vocab_size"]
+    chosen = args.vocab_size is not None or args.tokenizer or args.char
+    vocab = args.vocab_size if chosen else MODEL_DEFAULTS["vocab_size"]
     pattern = args.pattern
     if pattern is not None:
         from bpe.split.patterns import PATTERNS, resolve_pattern

@@ -109,13 +109,13 @@ def init_model(cfg: TrainConfig, vocab_size: int, data_tokenizer=None, explicit:
     if vocab_size > model_cfg.vocab_size:
         raise ValueError(f"the data's vocabulary has {vocab_size} ids but the --init-from model only "
                          f"{model_cfg.vocab_size}: prepare the data with the model's own tokenizer")
-    given = model_cfg.to_dict()
+    own = model_cfg.to_dict()
     differ = [k for k in MODEL_KEYS if k in explicit and k not in ("vocab_size", "block_size", "dropout")
-              and k in given and getattr(cfg, k) != given[k]]
+              and k in own and getattr(cfg, k) != own[k]]
     if differ:
         k = differ[0]
         raise ValueError(f"--{k.replace('_', '-')} {getattr(cfg, k)} differs from the --init-from model's "
-                         f"{given[k]}: the model's shape is its own; leave it out")
+                         f"{own[k]}: the model's shape is its own; leave it out")
     if cfg.block_size > model_cfg.block_size:
         if "block_size" in explicit:
             raise ValueError(f"--block-size {cfg.block_size} exceeds the --init-from model's context of "
