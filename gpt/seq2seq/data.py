@@ -126,11 +126,20 @@ def held_out(n: np.ndarray | int) -> np.ndarray | bool:
     return ((h >> np.uint64(7)) % np.uint64(HELD_OUT_EVERY) == 0) & (n != 0)  # 0: the only "zero"
 
 
-def sample_numbers(rng: np.random.Generator, count: int, split: str = "train", unique: bool = False) -> np.ndarray:
-    """`count` numbers of the split: the number of digits (1..6) uniform, then the number uniform;
-    `unique`: no number twice (for evaluation sets)."""
+def split_size(split: str) -> int:
+    """How many numbers 0..MAX_NUMBER the split holds."""
     if split not in ("train", "held_out"):
         raise ValueError(f"split must be 'train' or 'held_out', got {split!r}")
+    held = int(held_out(np.arange(MAX_NUMBER + 1)).sum())
+    return held if split == "held_out" else MAX_NUMBER + 1 - held
+
+
+def sample_numbers(rng: np.random.Generator, count: int, split: str = "train", unique: bool = False) -> np.ndarray:
+    """`count` numbers of the split: the number of digits (1..6) uniform, then the number uniform;
+    `unique`: no number twice (for evaluation sets: at most ``split_size(split)``)."""
+    if unique and count > split_size(split):
+        raise ValueError(f"{count:,} different numbers asked of the {split} split, which holds "
+                         f"{split_size(split):,}")
     out = []
     while len(out) < count:
         digits = rng.integers(1, 7, size=2 * count + 16)

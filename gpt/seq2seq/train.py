@@ -8,6 +8,7 @@ model.safetensors (the weights), metrics.jsonl (one JSON line per logged step) a
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +37,18 @@ class TrainSettings:
     log_every: int = 250
     eval_examples: int = 500
     max_minutes: float | None = None   # stop early (and evaluate) after this much training time
+
+    def __post_init__(self) -> None:
+        bad = [f"{name}={getattr(self, name)!r}" for name, ok in (
+            ("steps", self.steps >= 1), ("batch_size", self.batch_size >= 1), ("warmup", self.warmup >= 0),
+            ("log_every", self.log_every >= 1), ("lr", 0 < self.lr < math.inf),
+            ("weight_decay", 0 <= self.weight_decay < math.inf),
+            ("eval_examples", 1 <= self.eval_examples <= D.split_size("held_out")),
+            ("max_minutes", self.max_minutes is None or 0 < self.max_minutes < math.inf)) if not ok]
+        if bad:
+            raise ValueError(f"invalid training settings: {', '.join(bad)} (steps, batch_size, log_every >= 1; "
+                             f"warmup >= 0; lr > 0 and weight_decay >= 0, finite; eval_examples 1.."
+                             f"{D.split_size('held_out'):,}, the held-out numbers)")
 
 
 def _optimizer(model: nn.Module, s: TrainSettings) -> nn.optim.AdamW:
@@ -121,6 +134,18 @@ def evaluate_encoder(model: EncoderOnly, n: int = 500, seed: int = 1) -> dict:
     return {"masked_token_accuracy": mlm, "pair_accuracy": cls}
 
 
+def _check_new_run(out: Path) -> None:
+    """A run starts in a new or empty folder: it would replace another run's files (there is no
+    resume here), or a model folder's."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {str(out)!r} is a file, not a folder")
+    held = sorted(p.name for p in out.glob("*")) if out.is_dir() else []
+    if held:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        raise FileExistsError(f"--out {str(out)!r} already holds {shown}; choose a new folder with --out, "
+                              "or remove it")
+
+
 def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cfg = {"task": task, "model": model.config.to_dict(), "settings": asdict(settings)}
@@ -153,6 +178,7 @@ def train_task(task: str, model_cfg: Seq2SeqConfig, settings: TrainSettings, out
     model = TASKS[task](model_cfg)
     log(report(model))
     if out is not None:
+        _check_new_run(out)
         out.mkdir(parents=True, exist_ok=True)
     make_loss = translation_loss if task == "translate" else encoder_loss
     summary = _loop(model, settings, make_loss(model, settings.batch_size), log, out)

@@ -195,6 +195,20 @@ def test_a_short_training_run_lowers_the_loss_and_its_folder_reloads(tmp_path):
     np.testing.assert_array_equal(again(src, tgt)[0].data, model(src, tgt)[0].data)
     with pytest.raises(ValueError, match="holds a 'translate' model, expected 'encoder'"):
         load_run(tmp_path, task="encoder")
+    weights = (tmp_path / "model.safetensors").read_bytes()
+    for task in ("translate", "encoder"):  # no resume here: a second run would replace the first's files
+        with pytest.raises(FileExistsError, match="already holds config.json, metrics.jsonl, model.safetensors"):
+            train_task(task, cfg, s, tmp_path, log=lambda *_: None)
+    assert (tmp_path / "model.safetensors").read_bytes() == weights
+
+
+@pytest.mark.parametrize("field, value", [("eval_examples", 10 ** 7), ("eval_examples", 0), ("lr", math.nan),
+                                          ("weight_decay", math.inf), ("steps", 0)])
+def test_bad_training_settings_are_refused_before_training(field, value):
+    with pytest.raises(ValueError, match=rf"invalid training settings: {field}="):
+        TrainSettings(**{field: value})
+    with pytest.raises(ValueError, match="different numbers asked of the held_out split, which holds"):
+        D.sample_numbers(np.random.default_rng(0), D.split_size("held_out") + 1, "held_out", unique=True)
 
 
 def test_encoder_task_smoke_run():
