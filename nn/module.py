@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -18,6 +19,12 @@ import numpy as np
 from autograd import backend
 from autograd.grad_mode import no_grad
 from autograd.tensor import Tensor
+
+
+def _dtype_of(value) -> np.dtype:
+    """The dtype of a state_dict value: an array's or Tensor's own, else what NumPy makes of it."""
+    value = value.data if isinstance(value, Tensor) else value
+    return value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
 
 
 class Parameter(Tensor):
@@ -302,8 +309,10 @@ class Module:
         every missing, unexpected and mis-shaped entry (missing and unexpected ones only when
         `strict`). A shared parameter may appear under any of its names.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
         aliases, targets = self._load_targets()
-        unexpected, mis_shaped, found = [], [], set()
+        unexpected, mis_shaped, mis_typed, found = [], [], [], set()
         for key, value in state_dict.items():
             canon = aliases.get(key)
             if canon is None:
@@ -316,18 +325,24 @@ class Module:
             shape = tuple(getattr(value, "shape", np.shape(value)))
             if shape != tuple(current.shape):
                 mis_shaped.append(f"{key}: checkpoint {shape} vs model {tuple(current.shape)}")
+            kind = _dtype_of(value).kind
+            if kind not in "biuf" and not (kind == "c" and current.dtype.kind == "c"):
+                mis_typed.append(f"{key}: {_dtype_of(value)} into {current.dtype}")
         missing = [name for name in targets if name not in found]
 
         problems = []
         if mis_shaped:
             problems.append("shape mismatch for " + "; ".join(mis_shaped))
+        if mis_typed:
+            problems.append("not numbers the model holds: " + "; ".join(mis_typed))
         if strict and missing:
             problems.append("missing keys: " + ", ".join(missing))
         if strict and unexpected:
             problems.append("unexpected keys: " + ", ".join(unexpected))
         if problems:
+            typed = f"{len(mis_typed)} mis-typed, " if mis_typed else ""
             raise ValueError(
-                f"load_state_dict into {type(self).__name__} failed ({len(mis_shaped)} mis-shaped, "
+                f"load_state_dict into {type(self).__name__} failed ({len(mis_shaped)} mis-shaped, {typed}"
                 f"{len(missing)} missing, {len(unexpected)} unexpected):\n  " + "\n  ".join(problems)
             )
 

@@ -37,8 +37,7 @@ class AdamW(Optimizer):
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"AdamW: betas must be two numbers in [0, 1), got {group['betas']}")
         group["betas"] = betas
-        if group["eps"] < 0 or group["weight_decay"] < 0:
-            raise ValueError(f"AdamW: eps and weight_decay must be >= 0, got {group['eps']}, {group['weight_decay']}")
+        self._check_non_negative(group, "eps", "weight_decay")
 
     def _update(self, p, g, group: dict, state: dict) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]

@@ -52,7 +52,7 @@ def clip_grad_norm(params: Iterable[Any], max_norm: float, eps: float = 1e-6, to
     leaves the gradients untouched, so the caller can skip the step; on the device path the
     caller finds it when it reads the norm.
     """
-    if max_norm <= 0:
+    if not max_norm > 0:  # NaN too
         raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm}")
     grads = _grads(params)
     if not grads:

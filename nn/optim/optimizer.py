@@ -61,8 +61,13 @@ class Optimizer:
         self.param_groups.append(full)
 
     def _validate(self, group: dict) -> None:
-        if group["lr"] < 0:
-            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {group['lr']}")
+        self._check_non_negative(group, "lr")
+
+    def _check_non_negative(self, group: dict, *names: str) -> None:
+        """Each option a finite number >= 0 (NaN passes a plain ``< 0`` test, then poisons every weight)."""
+        for name in names:
+            if not 0 <= group[name] < float("inf"):
+                raise ValueError(f"{type(self).__name__}: {name} must be a finite number >= 0, got {group[name]}")
 
     # ---- updating -----------------------------------------------------------------------
     def zero_grad(self) -> None:

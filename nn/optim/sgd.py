@@ -22,8 +22,7 @@ class SGD(Optimizer):
 
     def _validate(self, group: dict) -> None:
         super()._validate(group)
-        if group["momentum"] < 0 or group["weight_decay"] < 0:
-            raise ValueError(f"SGD: momentum and weight_decay must be >= 0, got {group['momentum']}, {group['weight_decay']}")
+        self._check_non_negative(group, "momentum", "weight_decay", "dampening")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
 

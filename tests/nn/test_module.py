@@ -244,3 +244,33 @@ def test_any_forward_hooks_counts_live_hooks_once_each():
     assert any_forward_hooks()
     hb.remove()
     assert any_forward_hooks() == before
+
+
+def test_load_state_dict_refuses_values_that_are_not_numbers_before_writing_any():
+    from nn import Linear
+
+    m = Sequential(Linear(3, 4), Linear(4, 2))
+    before = {k: v.copy() for k, v in m.state_dict().items()}
+    for bad in (np.full((4, 2), "a"), np.ones((4, 2), np.complex64)):
+        sd = {k: v + 5 for k, v in before.items()}
+        sd["1.weight"] = bad
+        with pytest.raises(ValueError, match=rf"(?s)1 mis-typed.*1.weight: {bad.dtype} into float32"):
+            m.load_state_dict(sd)
+        for k, v in m.state_dict().items():  # 0.weight came first and is untouched too
+            np.testing.assert_array_equal(v, before[k])
+    with pytest.raises(TypeError, match="expects a mapping of name -> array, got list"):
+        m.load_state_dict([1, 2])
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: __import__("nn").optim.AdamW(p, lr=float("nan")),
+    lambda p: __import__("nn").optim.AdamW(p, weight_decay=float("inf")),
+    lambda p: __import__("nn").optim.AdamW(p, eps=float("nan")),
+    lambda p: __import__("nn").optim.SGD(p, lr=float("nan")),
+    lambda p: __import__("nn").optim.SGD(p, lr=0.1, momentum=float("nan")),
+])
+def test_optimizer_options_must_be_finite(make):
+    from nn import Linear
+
+    with pytest.raises(ValueError, match="must be a finite number >= 0, got (nan|inf)"):
+        make(Linear(2, 2).parameters())
