@@ -12,6 +12,7 @@ says so and everything else is still produced).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from gpt.gradflow.families import FAMILIES
@@ -47,8 +48,9 @@ READING = ("\nwhat each column measures and how to read these tables: docs/gradf
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sweep")
     g.add_argument("--depths", default="2,4,8,16", help="comma-separated numbers of blocks (default 2,4,8,16)")
-    g.add_argument("--variants", default="pre,post,pre-nores,post-nores",
-                   help="comma-separated variants (default pre,post,pre-nores,post-nores)")
+    g.add_argument("--variants", default=None,
+                   help="comma-separated variants (default pre,post,pre-nores,post-nores; pre,post for a "
+                        "--family other than gpt, which has no block without its residual)")
     g.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per point (default 3)")
     g.add_argument("--steps", type=int, default=0,
                    help="AdamW steps on the corpus before measuring (default 0: at initialisation)")
@@ -106,12 +108,16 @@ def _spec(args):
 
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
-    for name in ("jacobian_depth", "jacobian_width", "jacobian_tokens"):
+    for name in ("n_embd", "n_head", "block_size", "batch_size") + (
+            () if args.no_jacobian else ("jacobian_depth", "jacobian_width", "jacobian_tokens")):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.jacobian_tokens > args.block_size:
+    if args.steps < 0 or not 0 < args.lr < math.inf:
+        raise ValueError(f"--steps must be >= 0 and --lr a finite number > 0, got {args.steps} and {args.lr}")
+    if not args.no_jacobian and args.jacobian_tokens > args.block_size:
         raise ValueError(f"--jacobian-tokens {args.jacobian_tokens} exceeds --block-size {args.block_size}")
-    return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(args.variants),
+    variants = args.variants or ("pre,post,pre-nores,post-nores" if args.family == "gpt" else "pre,post")
+    return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(variants),
                      seeds=list(range(args.seeds)), steps=args.steps, lr=args.lr, n_embd=args.n_embd,
                      n_head=args.n_head, block_size=args.block_size, batch_size=args.batch_size,
                      pos=args.pos, mlp=args.mlp, device=args.device, corpus=list(args.corpus),

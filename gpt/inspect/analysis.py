@@ -119,7 +119,11 @@ def circuits(model, layer: int, head: int) -> dict[str, np.ndarray]:
     """The head's QK circuit W_Q W_K^T and OV circuit W_V W_O, both (C, C) of rank <= hs, and
     their singular values (C,). With RoPE the scores also depend on the positions' distance,
     which these matrices leave out; grouped-query heads read their group's key/value head."""
-    cfg, attn = model.config, model.transformer.h[layer].attn
+    cfg = model.config
+    if not (0 <= layer < cfg.n_layer and 0 <= head < cfg.n_head):  # negative ones would slice nonsense
+        raise ValueError(f"layer {layer}, head {head}: the model has layers 0..{cfg.n_layer - 1} and heads "
+                         f"0..{cfg.n_head - 1}")
+    attn = model.transformer.h[layer].attn
     C, hs = cfg.n_embd, cfg.head_dim
     W = _array(attn.c_attn.weight)                                     # (C, C + 2 Hkv hs)
     g = head // (cfg.n_head // cfg.kv_heads)                           # its key/value head

@@ -386,7 +386,9 @@ def test_cli_prints_the_table_and_writes_json(tiny_sweep, tmp_path, capsys):
                                            (["--json", "/nonexistent/dir/x.json"], "does not exist"),
                                            (["--corpus", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
                                            (["--device", "tpu"], "unknown device 'tpu'"),
-                                           (["--jacobian-tokens", "9", "--block-size", "8"], "exceeds")])
+                                           (["--jacobian-tokens", "9", "--block-size", "8"], "exceeds"),
+                                           (["--block-size", "0", "--no-jacobian"], "--block-size must be positive"),
+                                           (["--lr", "nan", "--steps", "2"], "--lr a finite number > 0, got 2 and nan")])
 def test_cli_rejects_bad_arguments_clearly(argv, message, capsys):
     from gpt.commands.gradflow import main
 
@@ -402,3 +404,12 @@ def test_cli_help_lists_the_options(capsys):
     text = capsys.readouterr().out
     for flag in ("--depths", "--variants", "--seeds", "--steps", "--json", "--plot"):
         assert flag in text
+
+
+def test_the_default_variants_suit_the_family_and_no_jacobian_frees_the_block_size():
+    from gpt.commands.gradflow import _spec, build_parser
+
+    spec = _spec(build_parser().parse_args(["--family", "vit"]))
+    assert [v.name for v in spec.variants] == ["pre-layernorm", "post-layernorm"]
+    assert len(_spec(build_parser().parse_args([])).variants) == 4
+    assert _spec(build_parser().parse_args(["--block-size", "1", "--no-jacobian"])).block_size == 1

@@ -189,6 +189,9 @@ def test_qk_and_ov_circuits_have_rank_at_most_d_head(cfg):
         for key in ("qk", "ov"):
             assert np.linalg.matrix_rank(c[key]) <= cfg.head_dim
             assert np.all(c[key + "_singular"][cfg.head_dim:] < 1e-10 * c[key + "_singular"][0])
+    for layer, head in ((0, cfg.n_head), (0, -1), (cfg.n_layer, 0)):
+        with pytest.raises(ValueError, match=rf"layer {layer}, head {head}: the model has layers"):
+            analysis.circuits(model, layer, head)
 
 
 def test_patching_recovers_everything_at_the_last_layer_and_nothing_when_patching_nothing():
