@@ -66,8 +66,8 @@ def run_induction(args) -> int:
     from gpt.inspect.induction import InductionSpec, ablations, run_study, table
 
     spec = InductionSpec(**{f.name: getattr(args, f.name) for f in dataclasses.fields(InductionSpec)})
-    if spec.steps < 1 or spec.length < 2 or spec.eval_every < 1:
-        raise ValueError("--steps and --eval-every must be positive and --length at least 2")
+    if spec.steps < 1 or spec.length < 2 or spec.eval_every < 1 or spec.batch_size < 1:
+        raise ValueError("--steps, --eval-every and --batch-size must be positive and --length at least 2")
     print(f"2-layer attention-only GPT: n_embd={spec.n_embd} n_head={spec.n_head} pos={spec.pos} "
           f"vocab={spec.vocab_size}; rows of 2 x {spec.length} tokens, batch {spec.batch_size}, lr {spec.lr}",
           flush=True)

@@ -233,6 +233,8 @@ def jacobian_study(kinds=("linear", "mlp"), variants: list[Variant] | None = Non
     stack's product stays bounded ((1 + 1/L)^(L/2) <= sqrt(e) for linear blocks) while the same
     weights without the additions shrink by about 1/sqrt(L) per block.
     """
+    if depth < 1 or width < 1:
+        raise ValueError(f"jacobian_study needs depth and width >= 1, got {depth} and {width}")
     variants = variants or [Variant(), Variant(residual=False)]
     gain = 1.0 / math.sqrt(depth) if gain is None else gain
     rows = []

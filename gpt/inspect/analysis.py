@@ -195,6 +195,8 @@ def induction_scores(model, length: int = 20, batch: int = 8, seed: int = 0) -> 
     eigenvalues sum(lambda) / sum(|lambda|) of the full OV circuit W_E W_V W_O W_U; and the
     mean next-token loss on each half (loss_first, loss_second)."""
     cfg = model.config
+    if length < 2 or batch < 1:  # a half of one token has no next token to score
+        raise ValueError(f"induction_scores needs length >= 2 and batch >= 1, got {length} and {batch}")
     ids = repeated_tokens(cfg.vocab_size, length, batch, seed)
     logits, cache = run_with_cache(model, ids)
     L, H, S = cfg.n_layer, cfg.n_head, length

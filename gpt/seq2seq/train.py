@@ -160,7 +160,12 @@ def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json (train one with `gpt translate train --out {folder}`)")
-    cfg = nn.checkpoint.parse_json(cfg_path.read_text())
+    try:
+        cfg = nn.checkpoint.parse_json(cfg_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{cfg_path}: not a run's config.json ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{cfg_path}: not a run's config.json (a JSON {type(cfg).__name__})")
     if cfg.get("task") not in TASKS or (task is not None and cfg["task"] != task):
         raise ValueError(f"{folder} holds a {cfg.get('task')!r} model, expected {task or ' or '.join(TASKS)!r}")
     model = TASKS[cfg["task"]](Seq2SeqConfig.from_dict(cfg["model"]))

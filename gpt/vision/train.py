@@ -65,8 +65,11 @@ class VitSettings:
         for name in ("steps", "batch_size", "eval_interval", "log_interval"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0 or self.min_lr < 0 or self.warmup < 0 or self.weight_decay < 0:
-            raise ValueError("--lr must be > 0; --min-lr, --warmup and --weight-decay >= 0")
+        inf = float("inf")
+        if not (0 < self.lr < inf and 0 <= self.min_lr < inf and self.warmup >= 0 and 0 <= self.weight_decay < inf):
+            raise ValueError("--lr must be > 0; --min-lr, --warmup and --weight-decay >= 0; all finite")
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed}")
         if self.lr_decay_steps is not None and self.lr_decay_steps < 1:
             raise ValueError(f"--lr-decay-steps must be >= 1, got {self.lr_decay_steps}")
         if not 0.0 <= self.label_smoothing < 1.0:

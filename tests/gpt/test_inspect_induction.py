@@ -105,3 +105,15 @@ def test_the_default_study_finds_an_induction_head():
     _, rows = run_study(InductionSpec())
     last = rows[-1]
     assert last["induction"] > 0.8 and last["loss_second"] < last["loss_first"]
+
+
+def test_degenerate_study_sizes_are_refused_by_name(capsys):
+    from gpt.cli import main
+    from gpt.gradflow.jacobian import jacobian_study
+
+    with pytest.raises(ValueError, match="induction_scores needs length >= 2"):
+        analysis.induction_scores(hand_built(), length=1)
+    with pytest.raises(ValueError, match="jacobian_study needs depth and width >= 1, got 0"):
+        jacobian_study(depth=0)
+    assert main(["inspect", "induction", "--batch-size", "0"]) == 2
+    assert "--batch-size must be positive" in capsys.readouterr().err

@@ -229,3 +229,10 @@ def test_gpt_translate_train_then_sample(tmp_path, capsys):
     assert len(lines) == 2 and lines[0].startswith("342,017") and lines[1].startswith("forty two")
     assert main(["translate", "sample", "--run", str(tmp_path / "none")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_a_corrupt_run_config_names_the_file(tmp_path):
+    for text in ("{", "[1]"):
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(ValueError, match=r"config.json: not a run's config.json"):
+            load_run(tmp_path)

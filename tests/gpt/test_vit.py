@@ -237,3 +237,11 @@ def test_gradflow_measures_the_vit_encoder(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("pre-layernorm", "post-layernorm"))]
     assert len(rows) == 2 and all(" encoder " in r for r in rows)
     assert "Jacobian spectra" in out and "procedural digit images" in out
+
+
+@pytest.mark.parametrize("argv, message", [(["--seed", "-1"], "--seed must be >= 0, got -1"),
+                                           (["--weight-decay", "nan"], "all finite"),
+                                           (["--lr", "inf"], "all finite")])
+def test_bad_vit_settings_name_the_flag(argv, message, tmp_path, capsys):
+    assert main(["vit", "train", "--data", "synthetic", "--steps", "1", "--out", str(tmp_path / "v"), *argv]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "v").exists()
