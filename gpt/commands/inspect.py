@@ -133,6 +133,9 @@ def _ids(args, model, tok) -> list[int]:
         raise ValueError("give --prompt TEXT (or --ids I,J,...)")
     if not 0 < len(ids) <= model.config.block_size:
         raise ValueError(f"the prompt has {len(ids)} tokens; the model takes 1 to {model.config.block_size}")
+    bad = [i for i in ids if not 0 <= i < model.config.vocab_size]
+    if bad:
+        raise ValueError(f"--ids: {bad[0]} is not a token id of this model (0..{model.config.vocab_size - 1})")
     return ids
 
 

@@ -97,3 +97,6 @@ def test_gpt_inspect_writes_a_page_for_an_hf_folder(tmp_path, capsys):
     assert len(cells.cells) == 2 * 2 * 25
     assert main(["inspect", "--hf", str(folder), "--prompt", "hi", "--out", str(out)]) == 2
     assert "no tokenizer" in capsys.readouterr().err
+    for ids in ("3,99999999999999999999", f"3,{CFG.vocab_size}", "-1"):
+        assert main(["inspect", "--hf", str(folder), f"--ids={ids}", "--out", str(out)]) == 2
+        assert "is not a token id of this model" in capsys.readouterr().err
