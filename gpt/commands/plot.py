@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 X_AXES = {"steps": "optimizer step", "tokens": "tokens seen", "time": "wall-clock seconds"}
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     from gpt.plotting import MISSING_MATPLOTLIB, pyplot, save_figure
 
     curves = {Path(r).name or str(r): read_curves(r, args.x) for r in args.runs}
+    for r, c in zip(args.runs, curves.values()):
+        if not any(c.values()):
+            print(f"gpt plot: warning: {r} has no loss lines of a `gpt train` or `gpt vit train` run "
+                  "(a translate run prints its own, in metrics.jsonl)", file=sys.stderr)
     plt = pyplot()
     if plt is None:
         print(MISSING_MATPLOTLIB)
@@ -95,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     fig, (ax_loss, ax_lr) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, height_ratios=(3, 1))
     for i, (name, c) in enumerate(curves.items()):
         color = f"C{i % 10}"
-        for key, style in (("train", {"alpha": 0.5, "linewidth": 1}), ("val", {"marker": "o", "markersize": 3})):
+        # a marker on the train curve too, so that a run of one logged step still shows
+        for key, style in (("train", {"alpha": 0.5, "linewidth": 1, "marker": "." if len(c["train"]) == 1 else None}),
+                           ("val", {"marker": "o", "markersize": 3})):
             if c[key]:
                 ax_loss.plot(*zip(*c[key]), color=color, label=f"{name} {key}", **style)
         if c["lr"]:

@@ -46,3 +46,11 @@ def test_the_text_tables_first_row_has_no_train_loss_before_the_first_step(tmp_p
     rows = text_table(curves, "steps", rows=2).splitlines()[1:]
     assert rows[0].split()[1:] == ["0", "-", "5.0000", "-"]  # step 0: no step has been trained yet
     assert rows[1].split()[1:] == ["100", "3.1000", "3.0000", "5.00e-04"]  # the step just ended, not the nearest
+
+
+def test_a_run_without_loss_lines_is_warned_of(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(gpt.plotting, "pyplot", lambda: None)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "lr": 0.002, "mlm_loss": 4.6}\n')  # a translate run's
+    assert main(["plot", str(tmp_path)]) == 0
+    assert f"warning: {tmp_path} has no loss lines" in capsys.readouterr().err
+    assert main(["plot", str(RUN)]) == 0 and "warning" not in capsys.readouterr().err
