@@ -211,6 +211,22 @@ def inference(model):
 
 
 # ---- sampling loop ---------------------------------------------------------------------------------
+def _decodable(tokenizer, vocab_size: int) -> int | None:
+    """How many of the model's ids ``tokenizer`` decodes, where fewer than all: checkpoints pad
+    their vocabulary past the tokenizer's (Qwen2, Phi-3), and a padded id has no text. Else None."""
+    n = getattr(tokenizer, "vocab_size", None)
+    return n if isinstance(n, int) and 0 < n < vocab_size else None
+
+
+def _only_below(logits, limit: int | None):
+    """``logits`` (..., V) with the ids from ``limit`` on made impossible (-inf), on a copy."""
+    if limit is None:
+        return logits
+    logits = np.array(logits, dtype=np.float64 if np.asarray(logits).dtype == np.float64 else np.float32)
+    logits[..., limit:] = -np.inf
+    return logits
+
+
 def stream(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig | None = None, stop=None,
            use_cache: bool = True, seed: int | None = None, num_samples: int = 1, tokenizer=None,
            window_keep: int | None = None, generator: np.random.Generator | None = None,
@@ -246,9 +262,10 @@ def stream(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig |
     for b, p in enumerate(prompts):
         dec.tokens[b, :len(p)] = p
     logits = dec.prefill(dec.tokens[:, :n0])
+    limit = _decodable(tokenizer, cfg.vocab_size)
     for t in range(n0, total):
         context = [dec.tokens[b, :t] for b in range(B)] if sampling.needs_context else None
-        chosen = sampling.next_token(logits, gen, context)
+        chosen = sampling.next_token(_only_below(logits, limit), gen, context)
         forced = t < lengths
         chosen = np.where(forced, dec.tokens[:, t], chosen)
         out = np.full(B, PAD, dtype=np.int64)
@@ -324,7 +341,8 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
     if max_new_tokens == 0:
         return [prompt.copy() for _ in range(num_return)]
     dec = Decoder(model, num_beams, len(prompt) + max_new_tokens, use_cache=use_cache, window_keep=window_keep)
-    first = dec.prefill(np.tile(prompt, (num_beams, 1)))[:1]
+    limit = _decodable(tokenizer, model.config.vocab_size)
+    first = _only_below(dec.prefill(np.tile(prompt, (num_beams, 1)))[:1], limit)
 
     def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
         if parents is None:
@@ -335,7 +353,7 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
             rows = np.concatenate([parents, np.full(num_beams - k, parents[-1])]) if k < num_beams else parents
             dec.reorder(rows)
             last = np.concatenate([seqs[:, -1], np.full(num_beams - k, seqs[-1, -1])])
-            logits = dec.step(last)[:k]
+            logits = _only_below(dec.step(last)[:k], limit)
         if repetition_penalty != 1.0:
             ctx = dec.tokens[:len(logits), :dec.n]
             logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)

@@ -42,7 +42,7 @@ def print_samples(model, tok, meta: dict, val_tokens, cfg, say: Callable[[str], 
     if cfg.samples <= 0 or cfg.sample_tokens <= 0:
         return []
     prompt = sample_prompt(tok, meta, val_tokens, cfg)
-    rows = sample_ids(model, prompt, cfg.samples, cfg.sample_tokens, cfg.sampling(), seed=cfg.seed)
+    rows = sample_ids(model, prompt, cfg.samples, cfg.sample_tokens, cfg.sampling(), seed=cfg.seed, tokenizer=tok)
     texts = []
     for i, ids in enumerate(rows):
         text = tok.decode(ids) if tok is not None else " ".join(map(str, ids))

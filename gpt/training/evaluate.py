@@ -63,7 +63,7 @@ def _consecutive_windows(tokens: np.ndarray, T: int, batch_size: int):
 
 
 def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, sampling: "SamplingConfig | None" = None,
-               seed: int = 0) -> list[list[int]]:
+               seed: int = 0, tokenizer=None) -> list[list[int]]:
     """`n` continuations of `prompt` (new ids only), through gpt.inference's sampler (`sampling`:
     a SamplingConfig, default TEXT_SAMPLING): with the KV cache when the model has one (a GPT),
     else the uncached forward with nanoGPT's window (the last block_size tokens at every step),
@@ -74,5 +74,6 @@ def sample_ids(model, prompt: list[int], n: int, max_new_tokens: int, sampling: 
     cached = hasattr(model, "new_kv_caches")
     out = generate(model, np.asarray([prompt] * n, dtype=np.int64), max_new_tokens,
                    sampling=sampling or TEXT_SAMPLING, seed=seed,
-                   use_cache=cached, window_keep=None if cached else model.config.block_size)
+                   use_cache=cached, window_keep=None if cached else model.config.block_size,
+                   tokenizer=tokenizer)  # ids it cannot decode are not sampled
     return [list(map(int, row[len(prompt):])) for row in out]

@@ -440,3 +440,21 @@ def test_non_finite_weights_are_refused_instead_of_sampling_token_zero(bad):
 def test_a_bad_seed_is_named(seed):
     with pytest.raises(ValueError, match="seed must be None or an int >= 0"):
         S.make_generator(seed)
+
+
+def test_ids_past_the_tokenizers_vocabulary_are_never_sampled():
+    """Checkpoints pad their vocabulary past the tokenizer's (Qwen2, Phi-3): a padded id has no
+    text, so a sampler given the tokenizer leaves them out."""
+    from bpe import Tokenizer
+
+    tok = Tokenizer.from_merges([(104, 105)])  # 257 ids
+    autograd.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=400, block_size=16, n_layer=1, n_head=2, n_embd=8, init_std=1.0)).eval()
+    model.transformer.wte.weight.data[:257] *= 0.01  # the padded rows' logits win unless left out
+    prompt = np.array([tok.encode("hi")])
+    assert generate(model, prompt, 8, temperature=0)[0, 1:].max() >= 257  # without the tokenizer
+    for options in ({"temperature": 0}, {"temperature": 1.0, "seed": 0}, {"num_beams": 2}):
+        out = generate(model, prompt, 8, tokenizer=tok, **options)
+        assert out[0, 1:].max() < 257 and tok.decode(out[0].tolist())
+    assert "".join(stream_text(model, tok, "hi", 8, temperature=0)) == tok.decode(
+        generate(model, prompt, 8, tokenizer=tok, temperature=0)[0, 1:].tolist())
