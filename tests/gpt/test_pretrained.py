@@ -357,3 +357,13 @@ def test_save_pretrained_refuses_what_transformers_cannot_express(tmp_path, chan
     with pytest.raises(UnsupportedModel, match=named):
         GPT(GPT2.replace(**changes)).save_pretrained(tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_missing_rms_norm_eps_takes_the_classs_own_default():
+    from gpt.pretrained.hf_config import config_from_hf
+
+    phi3 = {k: v for k, v in phi3_config(sliding_window=None).items() if k != "rms_norm_eps"}
+    llama = dict(config_to_hf(GPT(GPTConfig(vocab_size=32, block_size=8, n_layer=1, n_head=2, n_embd=8,
+                                            pos="rope", norm="rmsnorm", mlp="swiglu", bias=False)).config))
+    llama.pop("rms_norm_eps")
+    assert config_from_hf(phi3).norm_eps == 1e-5 and config_from_hf(llama).norm_eps == 1e-6

@@ -64,9 +64,10 @@ def _refuse_rope_variants(hf: dict, where: str) -> None:
          "RoPE rotates the whole head")
 
 
-def reader(biases: str) -> Callable[[dict, str], dict]:
+def reader(biases: str, eps: float = 1e-6) -> Callable[[dict, str], dict]:
     """config.json -> GPTConfig fields for a LLaMA-shaped class. biases: "llama" (attention_bias
-    and mlp_bias, both or neither), "qkv" (q, k, v only: Qwen2) or "none" (Mistral, Phi-3)."""
+    and mlp_bias, both or neither), "qkv" (q, k, v only: Qwen2) or "none" (Mistral, Phi-3); eps:
+    the class's rms_norm_eps where config.json leaves it out (transformers' default for it)."""
     def read(hf: dict, where: str) -> dict:
         _refuse_rope_variants(hf, where)
         only(hf, "hidden_act", ("silu",), where, "the SwiGLU gate is SiLU")
@@ -87,7 +88,7 @@ def reader(biases: str) -> Callable[[dict, str], dict]:
         return dict(
             sizes, n_kv_head=None if n_kv == H else n_kv, bias=bias, qkv_bias=True if biases == "qkv" else None,
             tie_weights=bool(hf.get("tie_word_embeddings", False)), pos="rope", norm="rmsnorm", mlp="swiglu",
-            norm_eps=float(hf.get("rms_norm_eps", 1e-6)), rope_base=float(rope_base),
+            norm_eps=float(hf.get("rms_norm_eps", eps)), rope_base=float(rope_base),
         )
     return read
 

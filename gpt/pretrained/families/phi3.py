@@ -26,7 +26,7 @@ def write(cfg: GPTConfig) -> dict:
 
 PHI3 = Family(
     name="phi3", hf_class="Phi3ForCausalLM", model_type="phi3", shape=SHAPE, fits=no_biases,
-    read=reader("none"), write=write,
+    read=reader("none", eps=1e-5), write=write,  # Phi3Config's default rms_norm_eps
     weights=lambda cfg: recipes(cfg, qkv=("self_attn.qkv_proj",), gate_up=("mlp.gate_up_proj",)),
     eot_names=("<|endoftext|>", "<|end|>"), schema=SCHEMA, keys=KEYS, window_by_default=True,
     gguf=gguf_layout("phi3", fused=True, biases=False),
