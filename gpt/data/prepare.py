@@ -178,12 +178,9 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
 def _not_data(files: list[Path], out: Path) -> list[Path]:
     """``files`` less those in ``out`` or in another data folder (which holds train.bin) found
     in an input folder: prepared data is no text to learn from, and ``out``'s is replaced."""
-    own = os.path.realpath(out)
-
-    def is_data(folder: str) -> bool:
-        return folder == own or os.path.isfile(os.path.join(folder, "train.bin"))
-
-    kept = [f for f in files if not is_data(os.path.dirname(os.path.realpath(f)))]
+    folders = [os.path.dirname(os.path.realpath(f)) for f in files]
+    data = {d for d in set(folders) if d == os.path.realpath(out) or os.path.isfile(os.path.join(d, "train.bin"))}
+    kept = [f for f, d in zip(files, folders) if d not in data]  # one look per folder, not per file
     if not kept:
         raise ValueError(f"no text files found outside data folders in {[str(f) for f in files[:3]]}")
     return kept

@@ -222,7 +222,7 @@ def _only_below(logits, limit: int | None):
     """``logits`` (..., V) with the ids from ``limit`` on made impossible (-inf), on a copy."""
     if limit is None:
         return logits
-    logits = np.array(logits, dtype=np.float64 if np.asarray(logits).dtype == np.float64 else np.float32)
+    logits = np.array(logits)  # a copy: the decoder's buffer stays as it is
     logits[..., limit:] = -np.inf
     return logits
 

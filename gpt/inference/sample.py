@@ -137,7 +137,7 @@ def check_finite(logits: np.ndarray, what: str = "logits") -> None:
     token 0 or an arbitrary one, silently. -inf stays allowed (a filtered-out token)."""
     if not (np.asarray(logits) < np.inf).all():
         raise ValueError(f"the model produced {what} that are NaN or +inf: its weights (or a "
-                                 "checkpoint's) hold non-finite numbers")
+                         "checkpoint's) hold non-finite numbers")
 
 
 def greedy(logits: np.ndarray) -> np.ndarray:

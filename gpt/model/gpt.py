@@ -173,9 +173,11 @@ class GPT(nn.Module):
             bad = hi if hi >= V else None
             if lo < 0 and what == "idx":
                 bad = lo
-            elif lo < 0 and (lo != IGNORE_INDEX or bool(((ids < 0) & (ids != IGNORE_INDEX)).any())):
-                raise ValueError(f"a target id below 0 is not {IGNORE_INDEX}, the ignore_index that skips a "
-                                 f"position (got {int(ids[(ids < 0) & (ids != IGNORE_INDEX)].flat[0])})")
+            elif lo < 0:  # only cross_entropy's ignore_index skips a position
+                stray = ids[(ids < 0) & (ids != IGNORE_INDEX)]
+                if stray.size:
+                    raise ValueError(f"a target id below 0 is not {IGNORE_INDEX}, the ignore_index that skips a "
+                                     f"position (got {int(stray.flat[0])})")
             if bad is not None:
                 where = "token id {} in idx" if what == "idx" else "target id {}"
                 raise ValueError(f"{where.format(bad)} is outside the vocabulary [0, {V})")

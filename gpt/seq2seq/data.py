@@ -15,6 +15,7 @@ with <bos>.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -130,8 +131,13 @@ def split_size(split: str) -> int:
     """How many numbers 0..MAX_NUMBER the split holds."""
     if split not in ("train", "held_out"):
         raise ValueError(f"split must be 'train' or 'held_out', got {split!r}")
-    held = int(held_out(np.arange(MAX_NUMBER + 1)).sum())
+    held = _held_out_count()
     return held if split == "held_out" else MAX_NUMBER + 1 - held
+
+
+@functools.cache
+def _held_out_count() -> int:
+    return int(held_out(np.arange(MAX_NUMBER + 1)).sum())  # a million hashes: once
 
 
 def sample_numbers(rng: np.random.Generator, count: int, split: str = "train", unique: bool = False) -> np.ndarray:
