@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import AbstractSet
 
+import numpy as np
+
 from .encode.piece_encoder import PieceEncoder
 from .encode.special import (Allowed, Disallowed, check_disallowed, check_special_token, encode_with_specials,
                              special_policy)
@@ -78,12 +80,15 @@ class Tokenizer:
 
     def _setup(self) -> None:
         """The decoder, the encoder and its caches, made from the pattern, ranks and special tokens."""
-        self._decoder: dict[int, bytes] = {i: b for b, i in self._ranks.items()}
+        # A list indexed by id (None in a gap): a decode is then one C lookup per id without hashing.
+        self._vocab_size = max(max(self._ranks.values()), max(self._special.values(), default=0)) + 1
+        self._decoder: list[bytes | None] = [None] * self._vocab_size
+        for b, i in self._ranks.items():
+            self._decoder[i] = b
         for s, i in self._special.items():
             self._decoder[i] = s.encode("utf-8")
         self._ordinary = PieceEncoder(self._ranks, self.pattern)
         self._special_res: dict[frozenset, object] = {}
-        self._vocab_size = max(self._decoder) + 1
 
     def __getstate__(self):  # pickling for worker processes: caches and compiled regexes stay behind
         return {"pattern": self.pattern, "ranks": self._ranks, "special": self._special, "merges": self._merges}
@@ -123,10 +128,11 @@ class Tokenizer:
 
     def token_bytes(self, i: int) -> bytes:
         """The bytes of token ``i`` (a special token gives its UTF-8 text)."""
-        try:
-            return self._decoder[i]
-        except (KeyError, TypeError):
-            raise ValueError(f"token id {i!r} is not in the vocabulary (size {self.vocab_size})") from None
+        b = self._decoder[i] if isinstance(i, (int, np.integer)) and 0 <= i < self._vocab_size else None
+        if b is None:
+            shown = int(i) if isinstance(i, np.integer) else i
+            raise ValueError(f"token id {shown!r} is not in the vocabulary (size {self.vocab_size})")
+        return b
 
     def __repr__(self) -> str:
         return (f"Tokenizer(vocab_size={self.vocab_size}, n_merges={self.n_merges}, "
@@ -200,13 +206,27 @@ class Tokenizer:
         """The bytes of a token sequence (special tokens as their UTF-8 text)."""
         if isinstance(ids, (str, bytes, bytearray)):  # their items would be read as ids
             raise TypeError(f"decode expects a sequence of int token ids, got {type(ids).__name__}")
-        dec = self._decoder
+        if isinstance(ids, np.ndarray):
+            if ids.dtype.kind not in "iu" or ids.ndim != 1:
+                raise TypeError(f"decode expects a 1-D array of int token ids, got {ids.ndim}-D {ids.dtype}")
+            ids = ids.tolist()  # plain ints: a list lookup of each is then the fastest
+        elif not isinstance(ids, (list, tuple)):
+            try:
+                ids = list(ids)
+            except TypeError:
+                raise TypeError(f"decode expects a sequence of int token ids, got {type(ids).__name__}") from None
         try:
-            return b"".join([dec[i] for i in ids])
-        except KeyError as e:
-            raise ValueError(f"token id {e.args[0]!r} is not in the vocabulary (size {self.vocab_size})") from None
-        except TypeError:
-            raise TypeError("decode expects a sequence of int token ids") from None
+            # min first: a negative id would index the list from its end
+            if ids and min(ids) < 0:
+                raise IndexError
+            return b"".join(map(self._decoder.__getitem__, ids))
+        except (IndexError, TypeError):
+            pass
+        for i in ids:  # the first id to blame
+            if not isinstance(i, (int, np.integer)):
+                raise TypeError(f"decode expects a sequence of int token ids, got {type(i).__name__} {i!r:.40}")
+            self.token_bytes(i)
+        raise AssertionError("unreachable: an id failed to decode but none is invalid")
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Text of a token sequence; bytes that are not valid UTF-8 become U+FFFD."""

@@ -1,5 +1,6 @@
 """Encoding: lossless, identical to tiktoken on the same ranks, linear on long pieces,
 tiktoken's special-token policy."""
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -95,6 +96,28 @@ def test_decode_never_raises_on_partial_utf8(tok4):
     assert tok4.decode(single) == "\ufffd"
     with pytest.raises(ValueError, match="not in the vocabulary"):
         tok4.decode([tok4.vocab_size + 5])
+
+
+def test_decode_takes_any_int_sequence_and_names_a_bad_id():
+    """The decoder is a list indexed by id: a negative id must not index it from its end, a gap in
+    the ids must not decode, and a float must not pass for the int it equals."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 300}
+    tok = Tokenizer(ranks, special_tokens={"<|s|>": 310})
+    want = b"ab" + b"<|s|>" + b"z"
+    ids = [300, 310, ord("z")]
+    for given in (ids, tuple(ids), iter(ids), np.array(ids), np.array(ids, dtype=np.uint16),
+                  [np.int64(i) for i in ids]):
+        assert tok.decode_bytes(given) == want
+    assert tok.decode_bytes([]) == tok.decode_bytes(np.array([], dtype=np.int64)) == b""
+    for bad in ([300, -1], [-311], [300, 256], [311], [10**30], [np.int64(-5)]):
+        with pytest.raises(ValueError, match=f"token id {int(bad[-1])} is not in the vocabulary"):
+            tok.decode(bad)
+    for bad in ([300, 1.0], [300, None], [300, "a"], np.array([1.0]), np.array([[300]]), 5):
+        with pytest.raises(TypeError, match="int token ids"):
+            tok.decode(bad)
+    for bad in (-1, 256, 311, 1.0, None):
+        with pytest.raises(ValueError, match="not in the vocabulary"):
+            tok.token_bytes(bad)
 
 
 def test_token_bytes_and_sizes(tok4):
