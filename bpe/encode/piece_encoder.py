@@ -34,8 +34,7 @@ from typing import Callable
 import numpy as np
 
 from ..nogc import gc_paused
-from ..split.patterns import segment_cut
-from ..split.twins import chunk_finder
+from ..split.twins import chunk_finder, segment_cut
 from ..text import span_words, utf8
 from .batch_merge import INF, TokenTable, merge_pieces
 from .rank_merge import LONG_PIECE, byte_pair_encode

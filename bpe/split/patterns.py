@@ -180,14 +180,13 @@ def safe_cut(text: str, at: int, pattern: str) -> int:
 
 # A space between two non-whitespace characters starts a chunk under every built-in pattern (no
 # chunk ends in a lone space after a non-space): a cut before it is safe too, as word_splitter's.
-_WORD_CUT = r"(?<=\S)(?= \S)"
-_ENCODE_CUTS = {p: re.compile(f"{cut.pattern}|{_WORD_CUT}") for p, cut in _CUTS.items()}
+# twins.segment_cut adds the cuts that need `regex`'s classes.
+WORD_CUT = r"(?<=\S)(?= \S)"
 
 
-def segment_cut(pattern: str) -> re.Pattern | None:
-    """The compiled zero-width cut regex of a built-in pattern, or None: its line cuts, or a space
-    between words, so that a long text without newlines still cuts into blocks."""
-    return _ENCODE_CUTS.get(pattern)
+def line_cut(pattern: str) -> re.Pattern | None:
+    """The compiled zero-width line cut regex of a built-in pattern, or None."""
+    return _CUTS.get(pattern)
 
 
 # Spaces beside whitespace (`re`'s, the wider set: a cut missed, never one too many), which are

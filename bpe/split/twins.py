@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from .patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, coverage_error
+from .patterns import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, WORD_CUT, coverage_error, line_cut
 from .redos import budgeted
 
 # Placeholders: L letters, N numbers, S whitespace, U and W o200k's "upper" and "lower"
@@ -48,6 +48,7 @@ _TEMPLATES = {
 _CLASSES = {"L": r"\p{L}", "N": r"\p{N}", "S": r"\s", "U": r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
             "W": r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", **{c: f"(?i:{c})" for c in "sdmtlvre"}}
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASTRAL_RUN = re.compile("([\U00010000-\U0010ffff]+)")
 
 
 @lru_cache(maxsize=None)
@@ -59,12 +60,17 @@ def _members() -> dict[str, frozenset[str]]:
     return {k: frozenset(regex.findall(expr, bmp)) for k, expr in _CLASSES.items()}
 
 
-def _set_body(chars: frozenset[str]) -> str:
-    """The inside of a `re` character set holding exactly ``chars`` (as ranges). In NumPy: a
-    letter class holds 49k characters, too many for a Python loop."""
-    if not chars:
+@lru_cache(maxsize=None)
+def _code_points() -> dict[str, np.ndarray]:
+    """Each class's code points up to U+FFFF (``_members``), sorted: int64."""
+    return {k: np.sort(np.fromiter(map(ord, v), dtype=np.int64, count=len(v))) for k, v in _members().items()}
+
+
+def _set_body(cps: np.ndarray) -> str:
+    """The inside of a `re` character set holding exactly the code points ``cps`` (sorted, int64),
+    as ranges. In NumPy: a letter class holds 49k characters, too many for a Python loop."""
+    if not cps.size:
         return ""
-    cps = np.sort(np.fromiter(map(ord, chars), dtype=np.int64, count=len(chars)))
     cut = (np.diff(cps) != 1).nonzero()[0] + 1  # where a run of consecutive code points starts
     firsts = cps[np.concatenate(([0], cut))].tolist()
     lasts = cps[np.concatenate((cut - 1, [cps.size - 1]))].tolist()
@@ -81,7 +87,38 @@ def twin(pattern: str, possessive: bool = sys.version_info >= (3, 11)) -> re.Pat
         return None
     if not possessive:
         template = re.sub(r"([?*+}])\+", r"\1", template)
-    return re.compile(template.format(**{k: _set_body(v) for k, v in _members().items()}))
+    return re.compile(template.format(**{k: _set_body(v) for k, v in _code_points().items()}))
+
+
+# Scripts written without spaces between words, and the punctuation that follows their words
+# (ASCII, CJK, fullwidth): the candidates of segment_cut's third kind of cut, as code point ranges.
+_UNSPACED = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3))
+_PUNCTUATION = ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E), (0x3000, 0x303F), (0xFF00, 0xFF65))
+
+
+def _spans(ranges) -> np.ndarray:
+    return np.concatenate([np.arange(a, b + 1) for a, b in ranges])
+
+
+@lru_cache(maxsize=None)
+def segment_cut(pattern: str) -> re.Pattern | None:
+    """The compiled zero-width cut regex of a built-in pattern, or None: its line cuts, a space
+    between words, or a CJK letter or number before punctuation, so that a long text without
+    newlines (or spaces: Chinese, Japanese) still cuts into blocks.
+
+    A chunk holding a letter or a number ends at the end of a run of letters, marks or numbers, or
+    of a contraction (``'s``): a character of none of these (nor ``'``) starts the next chunk under
+    every built-in pattern. The candidates are kept only where `regex` classes them so (``_members``;
+    the classes U and W hold every letter and mark)."""
+    lines = line_cut(pattern)
+    if lines is None:
+        return None
+    cp = _code_points()
+    before = _spans(_UNSPACED)
+    before = before[np.isin(before, cp["L"]) | np.isin(before, cp["N"])]
+    after = _spans(_PUNCTUATION)
+    after = after[~np.isin(after, np.concatenate([cp[k] for k in "SUWN"])) & (after != ord("'"))]
+    return re.compile(f"{lines.pattern}|{WORD_CUT}|(?<=[{_set_body(before)}])(?=[{_set_body(after)}])")
 
 
 class _Astral:
@@ -90,11 +127,13 @@ class _Astral:
     def __init__(self):
         import regex
 
-        self._regex = [regex.compile(expr).fullmatch for expr in _CLASSES.values()]
+        self._classes = [regex.compile(expr) for expr in _CLASSES.values()]
         self._members = list(_members().values())
         self._literals = set("'\r\n /").union(*self._members[-8:])  # the contraction letters' classes
         self._rep: dict[tuple, str | None] = {}
-        self._map: dict[str, str | None] = {}
+        self._table: dict[int, str] = {}  # code point -> its stand-in (a ``str.translate`` table)
+        self._known: set[str] = set()  # the characters met, with a stand-in or not
+        self._lacking: set[str] = set()  # those without one
 
     def _stand_in(self, sig: tuple) -> str | None:
         """The lowest non-ASCII character of the plane with memberships ``sig``, if any."""
@@ -108,25 +147,31 @@ class _Astral:
                     break
         return self._rep[sig]
 
-    def _of(self, c: str) -> str | None:
-        if c not in self._map:
-            sig = tuple(bool(f(c)) for f in self._regex)
-            self._map[c] = None if any(sig[-8:]) else self._stand_in(sig)
-        return self._map[c]
+    def _learn(self, chars: str) -> None:
+        """Find the stand-ins of ``chars`` (distinct, not met before): each class's members among
+        them by one ``findall``, not a match per character and class."""
+        members = [set(cls.findall(chars)) for cls in self._classes]
+        for c in chars:
+            sig = tuple(c in m for m in members)
+            r = None if any(sig[-8:]) else self._stand_in(sig)
+            if r is None:
+                self._lacking.add(c)
+            else:
+                self._table[ord(c)] = r
+        self._known.update(chars)
 
     def replace(self, text: str) -> str | None:
         """``text`` with its astral characters replaced, or None if one has no stand-in."""
-        fail = []
-
-        def sub(m):
-            r = self._of(m.group())
-            if r is None:
-                fail.append(m.group())
-                return m.group()
-            return r
-
-        out = _ASTRAL.sub(sub, text)
-        return None if fail else out
+        parts = _ASTRAL_RUN.split(text)  # the runs of astral characters at the odd places
+        runs = parts[1::2]
+        met = set("".join(runs))
+        new = met - self._known
+        if new:
+            self._learn("".join(new))
+        if not met.isdisjoint(self._lacking):
+            return None
+        parts[1::2] = [run.translate(self._table) for run in runs]
+        return "".join(parts)
 
 
 # CPython stores a str in 1, 2 or 4 bytes per character, the fewest its characters need (PEP 393),

@@ -3,7 +3,7 @@ import inspect
 
 import pytest
 import regex
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
 from bpe.split.patterns import GLUE_CHAR, PATTERNS, resolve_pattern, segment_splitter, word_splitter
@@ -224,15 +224,19 @@ def test_empty_and_capturing_patterns_are_refused(tok4, tmp_path):
 
 
 # Characters near the cut rules' edges: spaces of every kind, controls that one regex engine
-# calls whitespace and another not, contractions, digits, marks, letters of two planes.
-EDGE = " \t\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000'sdtlvmrLLVE1234567890.,!/-_aZé\u0301字🎉\U000324f3"
+# calls whitespace and another not, contractions, digits, marks, letters of two planes, CJK
+# letters, numbers, marks and punctuation (fullwidth too).
+EDGE = (" \t\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000'sdtlvmrLLVE1234567890.,!/-_aZé\u0301字🎉\U000324f3"
+        "中ひカ한々〇\u3021\u302a\u3099，。、「」！＇：\uff0e\uff21\uff41\uff10～")
 
 
 @settings(max_examples=300)
 @given(st.text(alphabet=EDGE, max_size=80))
+@example("中's 字'LL，ひ\u3099。")  # o200k's letters take a contraction; a mark joins its letter
 def test_every_encoding_cut_is_a_chunk_boundary(text):
-    """segment_cut (lines, or a space between words) only falls where the pattern's chunks meet."""
-    from bpe.split.patterns import segment_cut
+    """segment_cut (lines, a space between words, a CJK word before punctuation) only falls where
+    the pattern's chunks meet."""
+    from bpe.split.twins import segment_cut
 
     for pattern in PATTERNS.values():
         ends, pos = {0}, 0
@@ -246,10 +250,12 @@ def test_every_encoding_cut_is_a_chunk_boundary(text):
 def test_a_long_text_without_newlines_is_cut_into_blocks_and_keeps_its_ids(tok_by_pattern):
     from bpe.encode.piece_encoder import ENCODE_BLOCK
 
-    text = " ".join(f"w{i % 97}x{i}'s  \u3000{i}.é" for i in range(3 * ENCODE_BLOCK // 10))
-    assert "\n" not in text and len(text) > 2 * ENCODE_BLOCK
-    for name, pattern in PATTERNS.items():
-        tok = tok_by_pattern(pattern)
-        blocks = list(tok._ordinary._blocks(text))  # noqa: SLF001 - the cut is what is tested
-        assert len(blocks) > 2 and "".join(blocks) == text, name
-        assert tok.encode_ordinary(text) == sum((tok.encode_ordinary(b) for b in blocks), []), name
+    spaced = " ".join(f"w{i % 97}x{i}'s  \u3000{i}.é" for i in range(3 * ENCODE_BLOCK // 10))
+    unspaced = "".join(f"中文{chr(0x4E00 + i % 500)}字{i}，ひらがな。「カタ」" for i in range(ENCODE_BLOCK // 5))
+    for text in (spaced, unspaced):
+        assert "\n" not in text and len(text) > 2 * ENCODE_BLOCK
+        for name, pattern in PATTERNS.items():
+            tok = tok_by_pattern(pattern)
+            blocks = list(tok._ordinary._blocks(text))  # noqa: SLF001 - the cut is what is tested
+            assert len(blocks) > 2 and "".join(blocks) == text, name
+            assert tok.encode_ordinary(text) == sum((tok.encode_ordinary(b) for b in blocks), []), name

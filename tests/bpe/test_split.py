@@ -78,3 +78,22 @@ def test_has_astral_says_whether_a_character_is_above_the_plane(text):
     if "\0" not in text and not any(0xD800 <= ord(c) < 0xE000 for c in text):
         type(text, (), {})  # CPython caches the name's UTF-8 copy, which sys.getsizeof counts
         assert has_astral(text) == want
+
+
+def test_astral_stand_ins_are_one_for_one_and_a_missing_one_sends_the_text_to_regex(monkeypatch):
+    from bpe.split import twins
+
+    text = "a\U0001d400\U0001d41a's 🎉🎉x\U00020000\U0010ffff 1\U0001d7ce!"
+    astral = twins._Astral()
+    out = astral.replace(text)
+    assert len(out) == len(text) and max(out) <= "\uffff"
+    assert [o for o, t in zip(out, text) if t <= "\uffff"] == [t for t in text if t <= "\uffff"]
+    assert astral.replace(text) == out  # the characters met are remembered
+    # A character whose class no character of the plane has: the whole text goes to `regex`.
+    lacking = twins._Astral()
+    monkeypatch.setattr(lacking, "_stand_in", lambda sig: None if sig[0] else astral._stand_in(sig))
+    assert lacking.replace("x🎉") is not None and lacking.replace(text) is None
+    assert lacking.replace("🎉🎉") is not None and "\U0001d400" in lacking._lacking
+    monkeypatch.setattr(twins, "_astral", lambda: lacking)
+    for pattern in BUILT_IN:
+        assert chunk_finder(pattern)(text) == regex.findall(pattern, text)
