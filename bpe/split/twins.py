@@ -149,15 +149,17 @@ class _Astral:
 
     def _learn(self, chars: str) -> None:
         """Find the stand-ins of ``chars`` (distinct, not met before): each class's members among
-        them by one ``findall``, not a match per character and class."""
+        them by one ``findall``, the memberships read in C (``map``), a stand-in found per
+        signature, not per character."""
         members = [set(cls.findall(chars)) for cls in self._classes]
-        for c in chars:
-            sig = tuple(c in m for m in members)
-            r = None if any(sig[-8:]) else self._stand_in(sig)
-            if r is None:
-                self._lacking.add(c)
-            else:
-                self._table[ord(c)] = r
+        sigs = list(zip(*(map(m.__contains__, chars) for m in members)))
+        rep = {sig: None if any(sig[-8:]) else self._stand_in(sig) for sig in set(sigs)}
+        self._table.update(zip(map(ord, chars), map(rep.__getitem__, sigs)))
+        if None in rep.values():  # no stand-in: such a character must not stay in the table
+            lacking = [c for c, sig in zip(chars, sigs) if rep[sig] is None]
+            self._lacking.update(lacking)
+            for c in lacking:
+                del self._table[ord(c)]
         self._known.update(chars)
 
     def replace(self, text: str) -> str | None:
