@@ -52,8 +52,9 @@ def register(subparsers) -> None:
     s.add_argument("--run", required=True, metavar="DIR", help="a folder written by `gpt translate train`")
     s.add_argument("inputs", nargs="*", help="numbers ('342017', '342,017') or words ('forty two'); "
                                              "none: a few held-out numbers both ways")
-    s.add_argument("--beams", type=int, default=1, help="beam search width (default 1: greedy)")
-    s.add_argument("--temperature", type=float, default=0.0, help="> 0 samples instead of greedy")
+    s.add_argument("--beams", type=int, default=1, help="beam search width (default 1: greedy; deterministic)")
+    s.add_argument("--temperature", type=float, default=0.0,
+                   help="> 0 samples instead of greedy (not with --beams > 1)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=run_sample)
     r = sub.add_parser("report", help="parameters by group and the decoding caches (cross-attention k, v; "
@@ -110,6 +111,15 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_decoding(args: argparse.Namespace) -> None:
+    """--beams and --temperature, refused by name before the model loads (as `gpt sample` does)."""
+    if args.beams < 1:
+        raise ValueError(f"--beams must be >= 1, got {args.beams}")
+    if args.beams > 1 and args.temperature > 0:  # beam search never samples: the temperature would do nothing
+        raise ValueError(f"--temperature {args.temperature:g} samples, --beams {args.beams} searches "
+                         "deterministically: give one of them")
+
+
 def run_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -119,6 +129,7 @@ def run_sample(args: argparse.Namespace) -> int:
     from autograd.threads import apply_threads
     from gpt.seq2seq.train import load_run
 
+    _check_decoding(args)
     model = load_run(args.run, task="translate")
     apply_threads()
     if args.inputs:

@@ -158,9 +158,9 @@ class Decoder:
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
-def as_prompts(idx: Any, vocab_size: int) -> tuple[list[np.ndarray], bool]:
+def as_prompts(idx: Any, vocab_size: int, what: str = "prompt") -> tuple[list[np.ndarray], bool]:
     """(list of 1-D int64 prompts, ragged?) from a Tensor/array (T,) or (B, T), a list of ids,
-    or a list of id lists of different lengths."""
+    or a list of id lists of different lengths; errors name each row `what` ('prompt 2 ...')."""
     if isinstance(idx, Tensor):
         idx = idx.numpy()
     ragged = False
@@ -175,19 +175,19 @@ def as_prompts(idx: Any, vocab_size: int) -> tuple[list[np.ndarray], bool]:
             raise ValueError(f"expected idx of shape (T,) or (B, T) (or a list of id lists), got {arr.shape}")
         rows = list(arr)
     if not rows:
-        raise ValueError("generate needs at least one prompt")
+        raise ValueError(f"generate needs at least one {what}")
     out = []
     for i, r in enumerate(rows):
         if r.ndim != 1 or r.size == 0:
-            raise ValueError(f"prompt {i} must be a non-empty 1-D sequence of token ids, got shape {r.shape}")
+            raise ValueError(f"{what} {i} must be a non-empty 1-D sequence of token ids, got shape {r.shape}")
         if r.dtype.kind not in "iu":
             if r.dtype.kind == "f" and np.all(r == np.round(r)):
                 r = r.astype(np.int64)
             else:
-                raise TypeError(f"prompt {i} must hold integer token ids, got dtype {r.dtype}")
+                raise TypeError(f"{what} {i} must hold integer token ids, got dtype {r.dtype}")
         if r.min() < 0 or r.max() >= vocab_size:
             bad = int(r.min()) if r.min() < 0 else int(r.max())
-            raise ValueError(f"prompt {i}: token id {bad} is outside the vocabulary [0, {vocab_size})")
+            raise ValueError(f"{what} {i}: token id {bad} is outside the vocabulary [0, {vocab_size})")
         out.append(r.astype(np.int64))
     return out, ragged
 

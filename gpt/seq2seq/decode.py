@@ -18,7 +18,7 @@ import numpy as np
 from autograd.backend import to_device
 from gpt.inference import sample as S
 from gpt.inference.beam import beam_search
-from gpt.inference.generate import inference
+from gpt.inference.generate import as_prompts, inference
 from gpt.seq2seq.data import BOS, EOS, pad_rows
 
 
@@ -75,21 +75,28 @@ class Seq2SeqDecoder:
         self.memory_kv = [(k[rows], v[rows]) for k, v in self.memory_kv]
 
 
-def translate_ids(model, sources: Sequence[Sequence[int]], max_new_tokens: int = 16, *,
+def translate_ids(model, sources: Any, max_new_tokens: int = 16, *,
                   sampling: S.SamplingConfig | None = None, use_cache: bool = True, seed: int | None = None,
                   num_beams: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
     """Target ids of each source (without <bos> and the final <eos>).
 
-    sources: id lists (ragged: padded, with the padding masked); greedy by default, sampling with
-    a SamplingConfig of temperature > 0, beam search with num_beams > 1 (one source at a time)."""
-    if not sources:
+    sources: non-empty rows of integer ids, as id lists (ragged: padded, with the padding masked)
+    or a (B, S) array; greedy by default, sampling with a SamplingConfig of temperature > 0, beam
+    search with num_beams > 1 (one source at a time; deterministic, so no sampling with it)."""
+    if len(sources) == 0:
         return []
-    if num_beams > 1:
-        return [beam_translate(model, s, max_new_tokens, num_beams, use_cache=use_cache,
-                               length_penalty=length_penalty) for s in sources]
+    rows, _ = as_prompts(sources, model.config.vocab_size, what="source")
+    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if num_beams != 1:  # beam_search checks num_beams >= 1
+        if sampling is not None and sampling.temperature > 0:
+            raise ValueError(f"beam search is deterministic: sampling with temperature {sampling.temperature:g} "
+                             f"cannot go with num_beams={num_beams}")
+        return [beam_translate(model, r, max_new_tokens, num_beams, use_cache=use_cache,
+                               length_penalty=length_penalty) for r in rows]
     sampling = sampling or S.SamplingConfig(temperature=0.0)
     gen = S.make_generator(seed)
-    dec = Seq2SeqDecoder(model, pad_rows([list(s) for s in sources], model.config.pad_id), max_new_tokens, use_cache)
+    dec = Seq2SeqDecoder(model, pad_rows(rows, model.config.pad_id), max_new_tokens, use_cache)
     done = np.zeros(dec.batch, dtype=bool)
     out: list[list[int]] = [[] for _ in range(dec.batch)]
     for _ in range(max_new_tokens):
@@ -107,14 +114,16 @@ def translate_ids(model, sources: Sequence[Sequence[int]], max_new_tokens: int =
 
 def beam_translate(model, source: Sequence[int], max_new_tokens: int, num_beams: int, *,
                    use_cache: bool = True, length_penalty: float = 1.0) -> list[int]:
-    """The best beam's target ids for one source (without <eos>), by gpt.inference.beam.beam_search."""
-    src = np.tile(np.asarray(source, dtype=np.int64), (num_beams, 1))
-    dec = Seq2SeqDecoder(model, src, max_new_tokens, use_cache)
-    first = dec.logits()[:1]
+    """The best beam's target ids for one source (without <eos>), by gpt.inference.beam.beam_search;
+    [] for max_new_tokens=0, as greedy decoding gives."""
+    src = np.asarray(source, dtype=np.int64)
+    dec = None
 
     def logprob_fn(seqs: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
-        if parents is None:
-            return S.log_softmax(first)
+        nonlocal dec
+        if parents is None:  # built on the first call, after beam_search has checked num_beams
+            dec = Seq2SeqDecoder(model, np.tile(src, (num_beams, 1)), max_new_tokens, use_cache)
+            return S.log_softmax(dec.logits()[:1])
         k = len(parents)
         # the decoder keeps num_beams rows; surplus rows repeat a live one and are ignored
         rows = np.concatenate([parents, np.full(num_beams - k, parents[-1])])
@@ -123,5 +132,5 @@ def beam_translate(model, source: Sequence[int], max_new_tokens: int, num_beams:
         return S.log_softmax(dec.logits()[:k])
 
     hyps = beam_search(logprob_fn, num_beams, max_new_tokens, lambda toks: toks[-1] == EOS, length_penalty)
-    tokens = hyps[0].tokens
+    tokens = hyps[0].tokens if hyps else []  # no step taken (max_new_tokens=0): no hypothesis
     return tokens[:-1] if tokens and tokens[-1] == EOS else tokens

@@ -4,11 +4,16 @@ Both loops: AdamW, warmup then cosine decay of the learning rate (nn.optim.warmu
 gradient norm clipped at 1, fresh random batches every step (the data is unlimited), held-out
 evaluation at the end. A run folder holds config.json (the model config, the task, the settings),
 model.safetensors (the weights), metrics.jsonl (one JSON line per logged step) and summary.json.
+
+A run holds its folder's lock (gpt.training.run_folder.RunFolder) from start to end and writes its
+files only once it has trained and evaluated, config.json last; a run that diverges, is
+interrupted or fails removes what it wrote, so the folder never holds a partial run.
 """
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,12 +23,18 @@ import numpy as np
 
 import autograd
 import nn
+from autograd.memory import check_fits
 from bpe.files.atomic import atomic_write_text
+from bpe.files.lock import LOCK_FILE
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import translate_ids
 from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig, report
+from gpt.training.run_folder import RunFolder
+from gpt.training.trainer import TrainingDiverged
 
 TASKS = {"translate": Seq2Seq, "encoder": EncoderOnly}
+# config.json last: a folder holds it only once the run's other files are complete
+RUN_FILES = ("metrics.jsonl", "model.safetensors", "summary.json", "config.json")
 
 
 @dataclass
@@ -55,8 +66,9 @@ def _optimizer(model: nn.Module, s: TrainSettings) -> nn.optim.AdamW:
     return nn.optim.AdamW(nn.optim.weight_decay_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.98))
 
 
-def _loop(model: nn.Module, s: TrainSettings, loss_fn: Callable, log: Callable, out: Path | None) -> dict:
-    """The shared optimisation loop: loss_fn(rng) -> (loss Tensor, dict of floats to log)."""
+def _loop(model: nn.Module, s: TrainSettings, loss_fn: Callable, log: Callable) -> tuple[dict, list[dict]]:
+    """The shared optimisation loop: loss_fn(rng) -> (loss Tensor, dict of floats to log)
+    -> (summary, the metrics records of the logged steps)."""
     autograd.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
     opt = _optimizer(model, s)
@@ -68,22 +80,39 @@ def _loop(model: nn.Module, s: TrainSettings, loss_fn: Callable, log: Callable, 
             g["lr"] = lr
         loss, parts = loss_fn(rng)
         loss.backward()
-        nn.optim.clip_grad_norm(model.parameters(), 1.0)
+        norm = float(nn.optim.clip_grad_norm(model.parameters(), 1.0))
+        _check_finite(step, {**parts, "gradient norm": norm}, s.lr)
         opt.step()
         opt.zero_grad()
         elapsed = time.perf_counter() - start
         over = s.max_minutes is not None and elapsed > 60 * s.max_minutes
         if step % s.log_every == 0 or step == s.steps or over:
-            line = {"step": step, "lr": lr, "time_s": round(elapsed, 2), **parts}
-            lines.append(json.dumps(line))
+            lines.append({"step": step, "lr": lr, "time_s": round(elapsed, 2), **parts})
             log(f"step {step:5d}  " + "  ".join(f"{k} {v:.4f}" for k, v in parts.items()) + f"  ({elapsed:.0f}s)")
         if over:
             log(f"stopping after {s.max_minutes:g} minutes ({step} of {s.steps} steps)")
             break
     model.eval()
-    if out is not None:
-        atomic_write_text(out / "metrics.jsonl", "\n".join(lines) + "\n")
-    return {"steps": step, "train_seconds": round(time.perf_counter() - start, 1)}
+    return {"steps": step, "train_seconds": round(time.perf_counter() - start, 1)}, lines
+
+
+def _check_finite(step: int, values: dict, lr: float) -> None:
+    """Stop at the first non-finite loss or gradient norm: every later step would train on NaN."""
+    bad = [f"{name} {v}" for name, v in values.items() if not math.isfinite(v)]
+    if bad:
+        raise TrainingDiverged(f"training diverged: {', '.join(bad)} at step {step}; nothing was saved. "
+                               f"Try a lower --lr (this run's was {lr:g})")
+
+
+def step_bytes(model: nn.Module, s: TrainSettings) -> int:
+    """A lower bound of the bytes a training step holds at once (float32): weights, gradients and
+    AdamW's two moments; per example at least 2 tokens through every layer (the shortest source,
+    "<to_words> 0", and target, "<bos> zero"), each with its ids, its logits and, in each layer,
+    its input and feed-forward activations."""
+    cfg = model.config
+    layers = cfg.num_encoder_layers + (cfg.num_decoder_layers if isinstance(model, Seq2Seq) else 0)
+    per_token = 3 * 8 + 4 * cfg.vocab_size + 4 * layers * (cfg.d_model + cfg.dim_feedforward)
+    return 16 * model.num_params() + s.batch_size * 2 * per_token
 
 
 def translation_loss(model: Seq2Seq, batch_size: int):
@@ -136,22 +165,59 @@ def evaluate_encoder(model: EncoderOnly, n: int = 500, seed: int = 1) -> dict:
 
 def _check_new_run(out: Path) -> None:
     """A run starts in a new or empty folder: it would replace another run's files (there is no
-    resume here), or a model folder's."""
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out {str(out)!r} is a file, not a folder")
-    held = sorted(p.name for p in out.glob("*")) if out.is_dir() else []
+    resume here), or a model folder's. Called under the folder's lock, whose file it ignores."""
+    held = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
     if held:
         shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
         raise FileExistsError(f"--out {str(out)!r} already holds {shown}; choose a new folder with --out, "
                               "or remove it")
 
 
-def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = {"task": task, "model": model.config.to_dict(), "settings": asdict(settings)}
-    atomic_write_text(out / "config.json", json.dumps(cfg, indent=2) + "\n")
+def _json(value):
+    """`value` with every non-finite float as None: JSON has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value
+
+
+def _dumps(value, indent: int | None = None) -> str:
+    return json.dumps(_json(value), indent=indent, allow_nan=False)
+
+
+def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict,
+             metrics: list[dict] = ()) -> None:
+    """Write the run's files (RUN_FILES, in that order) into the folder `out`, which exists."""
+    atomic_write_text(out / "metrics.jsonl", "".join(_dumps(rec) + "\n" for rec in metrics))
     nn.checkpoint.save_safetensors(out / "model.safetensors", dict(model.state_dict()), {"task": task})
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "summary.json", _dumps(summary, indent=2) + "\n")
+    cfg = {"task": task, "model": model.config.to_dict(), "settings": asdict(settings)}
+    atomic_write_text(out / "config.json", _dumps(cfg, indent=2) + "\n")
+
+
+def _open_run(out: Path) -> RunFolder:
+    """The run folder `out`, locked (refused while another process writes it) and checked empty."""
+    folder = RunFolder(out).open()
+    try:
+        _check_new_run(out)
+    except BaseException:  # the files are another run's: leave them
+        folder.close()
+        raise
+    return folder
+
+
+def _discard(folder: RunFolder) -> None:
+    """Remove what this run wrote (the folder itself if the run made it), then let go of its lock;
+    _check_new_run saw none of RUN_FILES at the start, so nothing of another run is lost."""
+    if folder.created:
+        shutil.rmtree(folder.path, ignore_errors=True)
+    else:
+        for name in RUN_FILES:
+            (folder / name).unlink(missing_ok=True)
+    folder.close()
 
 
 def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
@@ -166,12 +232,26 @@ def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
         raise ValueError(f"{cfg_path}: not a run's config.json ({exc})") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{cfg_path}: not a run's config.json (a JSON {type(cfg).__name__})")
-    if cfg.get("task") not in TASKS or (task is not None and cfg["task"] != task):
-        raise ValueError(f"{folder} holds a {cfg.get('task')!r} model, expected {task or ' or '.join(TASKS)!r}")
+    if cfg.get("task") not in TASKS:
+        raise ValueError(f"{folder} is not a run of `gpt translate` ({_other_run(cfg)}); give a folder written "
+                         "by `gpt translate train` or `gpt translate encoder`")
+    if task is not None and cfg["task"] != task:
+        raise ValueError(f"{folder} holds a {cfg['task']!r} model, expected {task!r}")
     model = TASKS[cfg["task"]](Seq2SeqConfig.from_dict(cfg["model"]))
     tensors, _ = nn.checkpoint.load_safetensors(folder / "model.safetensors")
     model.load_state_dict(tensors)
     return model.eval()
+
+
+def _other_run(cfg: dict) -> str:
+    """What wrote a config.json that has no translate task, in words."""
+    from gpt.vision.train import KIND as VIT
+
+    if cfg.get("kind") == VIT:
+        return "a ViT run, of `gpt vit train`"
+    if "train" in cfg and "model" in cfg:
+        return "a GPT run, of `gpt train`"
+    return f"its config.json has no \"task\" of {' or '.join(map(repr, TASKS))}"
 
 
 def train_task(task: str, model_cfg: Seq2SeqConfig, settings: TrainSettings, out: Path | None = None,
@@ -181,17 +261,30 @@ def train_task(task: str, model_cfg: Seq2SeqConfig, settings: TrainSettings, out
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     autograd.manual_seed(settings.seed)
     model = TASKS[task](model_cfg)
+    check_fits(step_bytes(model, settings), f"a training step of --batch-size {settings.batch_size:,} on this "
+               "model", "lower --batch-size")
+    folder = _open_run(Path(out)) if out is not None else None
+    try:
+        summary, metrics = _train_and_evaluate(task, model, settings, log)
+        if folder is not None:
+            save_run(folder.path, task, model, settings, summary, metrics)
+    except BaseException:  # diverged, Ctrl-C, a failed evaluation or write: no partial run is left
+        if folder is not None:
+            _discard(folder)
+        raise
+    if folder is not None:
+        folder.close()
+    return model, summary
+
+
+def _train_and_evaluate(task: str, model: nn.Module, settings: TrainSettings, log: Callable) -> tuple[dict, list]:
+    """(summary with the held-out results, metrics records) of training `model` on `task`."""
     log(report(model))
-    if out is not None:
-        _check_new_run(out)
-        out.mkdir(parents=True, exist_ok=True)
     make_loss = translation_loss if task == "translate" else encoder_loss
-    summary = _loop(model, settings, make_loss(model, settings.batch_size), log, out)
+    summary, metrics = _loop(model, settings, make_loss(model, settings.batch_size), log)
     if task == "translate":
         summary.update(evaluate_translation(model, settings.eval_examples))
     else:
         summary.update(evaluate_encoder(model, settings.eval_examples))
     summary["parameters"] = model.num_params()
-    if out is not None:
-        save_run(out, task, model, settings, summary)
-    return model, summary
+    return summary, metrics

@@ -163,6 +163,36 @@ def test_sampling_with_a_seed_is_reproducible():
     assert a == translate_ids(model, [[3, 9, 10]] * 3, 6, sampling=s, seed=1)
 
 
+
+def test_sources_may_be_an_array_and_bad_rows_are_refused_by_name():
+    model = randomise(Seq2Seq(small()), seed=7).eval()
+    rows = [[3, 9, 10], [4, 25, 47]]
+    assert translate_ids(model, np.array(rows), 6) == translate_ids(model, rows, 6)
+    assert translate_ids(model, np.zeros((0, 3), np.int64)) == []
+    with pytest.raises(ValueError, match=r"source 1 must be a non-empty 1-D sequence of token ids"):
+        translate_ids(model, [[3, 9], []])
+    with pytest.raises(TypeError, match="source 0 must hold integer token ids, got dtype float64"):
+        translate_ids(model, [[3.5, 9]])
+    with pytest.raises(ValueError, match=r"source 0: token id 99 is outside the vocabulary \[0, 49\)"):
+        translate_ids(model, [[3, 99]])
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 0, got -1"):
+        translate_ids(model, rows, -1)
+
+
+def test_beam_search_checks_its_width_and_decodes_no_tokens_as_greedy_does():
+    from gpt.inference.sample import SamplingConfig
+
+    model = randomise(Seq2Seq(small()), seed=8).eval()
+    assert translate_ids(model, [[3, 9]], 0, num_beams=3) == translate_ids(model, [[3, 9]], 0) == [[]]
+    for beams in (0, -3):
+        with pytest.raises(ValueError, match=f"num_beams must be >= 1, got {beams}"):
+            translate_ids(model, [[3, 9]], 4, num_beams=beams)
+    with pytest.raises(ValueError, match="beam search is deterministic: sampling with temperature 2"):
+        translate_ids(model, [[3, 9]], 4, num_beams=3, sampling=SamplingConfig(temperature=2.0))
+    greedy_config = SamplingConfig(temperature=0.0)  # what `gpt translate sample --beams 3` passes
+    assert translate_ids(model, [[3, 9]], 4, num_beams=3, sampling=greedy_config) == \
+        translate_ids(model, [[3, 9]], 4, num_beams=3)
+
 # ---- gradients -----------------------------------------------------------------------------
 def test_translator_and_encoder_only_gradients_in_float64():
     model = Seq2Seq(small(num_decoder_layers=1)).double()
