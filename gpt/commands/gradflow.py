@@ -103,7 +103,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _spec(args):
-    from gpt.gradflow.sweep import SweepSpec
+    from gpt.gradflow.sweep import SweepSpec, check_jacobian
     from gpt.gradflow.variants import parse_int_list, parse_variants
 
     if args.seeds < 1:
@@ -114,14 +114,15 @@ def _spec(args):
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.steps < 0 or not 0 < args.lr < math.inf:
         raise ValueError(f"--steps must be >= 0 and --lr a finite number > 0, got {args.steps} and {args.lr}")
-    if not args.no_jacobian and args.jacobian_tokens > args.block_size:
-        raise ValueError(f"--jacobian-tokens {args.jacobian_tokens} exceeds --block-size {args.block_size}")
     variants = args.variants or ("pre,post,pre-nores,post-nores" if args.family == "gpt" else "pre,post")
-    return SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(variants),
+    spec = SweepSpec(depths=parse_int_list(args.depths, "--depths"), variants=parse_variants(variants),
                      seeds=list(range(args.seeds)), steps=args.steps, lr=args.lr, n_embd=args.n_embd,
                      n_head=args.n_head, block_size=args.block_size, batch_size=args.batch_size,
                      pos=args.pos, mlp=args.mlp, device=args.device, corpus=list(args.corpus),
                      family=args.family)
+    if not args.no_jacobian:  # refused now, not after minutes of sweep
+        check_jacobian(spec, args.jacobian_width, args.jacobian_tokens)
+    return spec
 
 
 def _fail(message) -> int:
@@ -130,14 +131,17 @@ def _fail(message) -> int:
 
 
 def _check_outputs(args) -> str | None:
-    """Why --json / --plot cannot be written (a missing folder), before minutes of work; or None."""
+    """Why --json / --plot cannot be written (a missing folder, a folder in the way), before minutes
+    of work; or None."""
     from pathlib import Path
 
-    for path in (args.json, args.plot):
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
         if path:
             folder = Path(path).parent
             if str(folder) and not folder.is_dir():
                 return f"folder {folder} for {path} does not exist"
+            if Path(path).is_dir():
+                return f"{option} {path} is a folder: give a file name"
     return None
 
 
@@ -182,6 +186,8 @@ def run(args) -> int:
                 print(f"\n{report.label(run_)}, depth {deepest}, seed {run_['seed']}")
                 print(report.layer_table(run_))
     if not args.no_jacobian:
+        if args.json:  # the sweep's numbers are kept if the Jacobian study fails or is interrupted
+            report.write_json(args.json, result)
         _jacobians(args, spec, result)
     _write(args, result)
     print(READING)

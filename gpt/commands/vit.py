@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import typing
 
 # The flags of the model, by the ViTConfig field each sets (the image size, channels and classes
 # come from the data).
@@ -60,12 +61,13 @@ def register(subparsers) -> None:
     for name, (fld, text) in MODEL_FLAGS.items():
         default = getattr(model_defaults, fld)
         t.add_argument(flag(name), type=type(default), default=None, help=f"{text} (default {default})")
+    hints = typing.get_type_hints(VitSettings)
     for f in dataclasses.fields(VitSettings):
         kw = {"default": None, "help": f"{SETTING_HELP[f.name]} (default {f.default})"}
         if isinstance(f.default, bool):
             kw["action"] = argparse.BooleanOptionalAction
         else:
-            kw["type"] = float if f.default is None else type(f.default)
+            kw["type"] = _value_type(hints[f.name])
         if f.name == "data":
             kw["choices"] = DATASETS
         t.add_argument(flag(f.name), **kw)
@@ -76,6 +78,11 @@ def register(subparsers) -> None:
     r.add_argument("--png", metavar="FILE", help="also draw them as a PNG grid (needs matplotlib)")
     r.set_defaults(func=run_predict)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _value_type(hint) -> type:
+    """The type a setting's flag parses: int for `int | None`, float for `float`."""
+    return next((t for t in typing.get_args(hint) if t is not type(None)), hint)
 
 
 def _given(args: argparse.Namespace):
@@ -103,7 +110,7 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"done: {s['steps']} steps in {s['train_seconds']:.0f} s ({s['stop_reason']}), {s['parameters']:,} "
           f"parameters; test accuracy {s['test_accuracy']:.2%} ({s['data']['test']} held-out {s['data']['name']} "
           f"images), test loss {s['test_loss']:.4f}; run folder {run}")
-    if s["stop_reason"] == "interrupted":
+    if s["stop_reason"] != "max_steps":  # interrupted or out of --max-minutes: its --steps are not done
         print(f"continue with: gpt vit train --resume {run}")
     else:
         print(f"see it: gpt vit predict --run {run}; curves: gpt plot {run}; train on: gpt vit train "

@@ -22,6 +22,7 @@ import numpy as np
 
 FAMILIES = ("gpt", "seq2seq", "encoder", "vit")
 STACK_FAMILIES = FAMILIES[1:]
+VIT_PATCH = 2  # 8x8 images in 2x2 patches: 16 patches and a class token
 
 
 def check_variant(family: str, variant) -> None:
@@ -47,7 +48,7 @@ def build(family: str, spec, variant, depth: int, seed: int):
         from gpt.vision.model import ViT, ViTConfig
 
         autograd.manual_seed(seed)
-        model = ViT(ViTConfig(patch_size=2, d_model=spec.n_embd, nhead=spec.n_head, num_layers=depth,
+        model = ViT(ViTConfig(patch_size=VIT_PATCH, d_model=spec.n_embd, nhead=spec.n_head, num_layers=depth,
                               dim_feedforward=4 * spec.n_embd, norm_first=variant.prenorm))
         return model.to(spec.device) if spec.device != "cpu" else model
     cfg = Seq2SeqConfig(vocab_size=len(D.VOCAB), d_model=spec.n_embd, nhead=spec.n_head,
@@ -98,8 +99,9 @@ def jacobian_forward(family: str, tokens: int, seed: int):
 
     rng = np.random.default_rng(seed)
     if family == "vit":  # the class token and the first tokens - 1 patches of one image
+        _check_vit_tokens(tokens)
         x, _ = _image_batch(rng, 1)
-        return lambda model: model.encoder(_first_tokens(model.embed(x), tokens))
+        return lambda model: model.encoder(model.embed(x)[:, :tokens])
     for _ in range(100):
         if family == "seq2seq":
             b = D.translation_batch(rng, 16)
@@ -126,8 +128,11 @@ def _image_batch(rng, batch_size: int):
     return images.train_x[idx], images.train_y[idx]
 
 
-def _first_tokens(x, tokens: int):
-    """x (B, L, C) cut to its first `tokens` positions, refused when it has fewer."""
-    if tokens > x.shape[1]:
-        raise ValueError(f"a vit example has {x.shape[1]} tokens (class token + patches); use fewer --jacobian-tokens")
-    return x[:, :tokens]
+def _check_vit_tokens(tokens: int) -> None:
+    """Refuse more tokens than a vit example has (the class token and the patches)."""
+    from gpt.vision.model import ViTConfig
+
+    n = 1 + ViTConfig(patch_size=VIT_PATCH).num_patches
+    if tokens > n:
+        raise ValueError(f"a vit example has {n} tokens (class token + patches), fewer than {tokens}; "
+                         "use fewer --jacobian-tokens")

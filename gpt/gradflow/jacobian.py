@@ -269,10 +269,11 @@ def input_grad_norms(blocks: list[BlockParams], variant: Variant, x0: np.ndarray
 
 
 def log_slope(values) -> float:
-    """Least-squares slope of ln(value) against position 1..n: ln of the per-step growth factor."""
+    """Least-squares slope of ln(value) against position 1..n: ln of the per-step growth factor;
+    NaN for fewer than 2 values (no rate to fit)."""
     v = np.asarray(values, dtype=np.float64)
     if v.size < 2:
-        return 0.0
+        return math.nan
     v = np.maximum(v, np.finfo(np.float64).tiny)
     pos = np.arange(1, v.size + 1, dtype=np.float64)
     return float(np.polyfit(pos, np.log(v), 1)[0])

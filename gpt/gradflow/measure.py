@@ -219,6 +219,7 @@ def summarize_run(run: dict) -> dict:
     grad_in   ||dL/dx_0|| at the bottom block's input     grad_out  ||dL/dx|| at the stack's top
     ratio     grad_in / grad_out: the gain of the whole stack on the way down
     factor    exp(-slope) of ln ||dL/dx_l|| fitted against l = 1..L: the per-block gain going down
+              (None for one block: a single point has no slope)
     id_share  mean identity share over all residual sublayers (None without residuals)
     """
     from gpt.gradflow.jacobian import log_slope
@@ -234,7 +235,7 @@ def summarize_run(run: dict) -> dict:
         "grad_in": g[0],
         "grad_out": run["grad_out"],
         "ratio": g[0] / run["grad_out"] if run["grad_out"] > 0 else float("nan"),
-        "factor": math.exp(slope),
+        "factor": math.exp(slope) if math.isfinite(slope) else None,  # a 1-block stack has no per-block rate
         "id_share": float(np.mean(shares)) if shares else None,
         "stream_out": run["stream_out"],
     }

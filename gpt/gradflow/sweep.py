@@ -248,6 +248,17 @@ def run_sweep(spec: SweepSpec, progress: Callable[[str], None] | None = None) ->
     return {"spec": spec_dict, "runs": runs, "summary": summarize(runs)}
 
 
+def check_jacobian(spec: SweepSpec, width: int, tokens: int) -> None:
+    """Refuse a Jacobian study its models or examples cannot hold, before any sweep is run."""
+    if width % 2:
+        raise ValueError(f"--jacobian-width must be even (the study's models have 2 heads), got {width}")
+    if spec.family == "gpt":
+        if tokens > spec.block_size:
+            raise ValueError(f"--jacobian-tokens {tokens} exceeds --block-size {spec.block_size}")
+    else:  # the family's own example, cut to `tokens`, refuses what it cannot give
+        families.jacobian_forward(spec.family, tokens, MEASURE_BATCH_SEED)
+
+
 def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens: int = 4,
                        seeds: list[int] | None = None) -> list[dict]:
     """Block Jacobian spectra of a small-width GPT (n_embd=`width`, 2 heads) for every variant.
@@ -261,10 +272,7 @@ def gpt_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, tokens:
 
     from gpt.gradflow.jacobian import gpt_block_spectra
 
-    if width % 2:
-        raise ValueError(f"the Jacobian study's width must be even (2 heads), got {width}")
-    if tokens > spec.block_size:
-        raise ValueError(f"the Jacobian study's tokens ({tokens}) must not exceed block_size={spec.block_size}")
+    check_jacobian(spec, width, tokens)
     data = load_corpus(spec.corpus, spec.max_corpus_bytes)
     small = replace(spec, n_embd=width, n_head=2)
     rows = []
@@ -290,8 +298,7 @@ def stack_jacobian_study(spec: SweepSpec, depth: int = 8, width: int = 16, token
 
     from gpt.gradflow.stacks import stack_block_spectra
 
-    if width % 2:
-        raise ValueError(f"the Jacobian study's width must be even (2 heads), got {width}")
+    check_jacobian(spec, width, tokens)
     small = replace(spec, n_embd=width, n_head=2)
     forward = families.jacobian_forward(spec.family, tokens, MEASURE_BATCH_SEED)
     rows = []

@@ -95,11 +95,12 @@ def parse_variants(text: str) -> list[Variant]:
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
-    """'2,4,8' -> [2, 4, 8]; a clear error naming `what` otherwise."""
+    """'2,4,8' -> [2, 4, 8], duplicates dropped, order kept (as parse_variants); a clear error
+    naming `what` otherwise."""
     try:
         values = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
         raise ValueError(f"{what} must be comma-separated integers like '2,4,8', got {text!r}") from None
     if not values or any(v < 1 for v in values):
         raise ValueError(f"{what} must be positive integers, got {text!r}")
-    return values
+    return list(dict.fromkeys(values))  # a repeated depth would count as another seed

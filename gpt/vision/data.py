@@ -74,6 +74,9 @@ class ImageSet:
         for k in range(n_classes):
             members = rng.permutation(np.flatnonzero(y == k))
             test[members[:int(round(TEST_FRACTION * len(members)))]] = True
+        if not test.any():  # a fifth of each class rounds to no image: nothing to evaluate on
+            raise ValueError(f"{name}: {len(y)} images over {n_classes} classes leave the test split empty "
+                             f"({TEST_FRACTION:.0%} of each class rounds to 0); give more images per class")
         return cls(name, x[~test], y[~test], x[test], y[test], n_classes)
 
     @property

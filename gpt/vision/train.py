@@ -28,6 +28,7 @@ import numpy as np
 import autograd
 import nn
 from gpt.training.checkpoint import LATEST, CheckpointError, find_checkpoint, load_checkpoint
+from gpt.training.config import flag
 from gpt.training.flops import measure_peak_flops
 from gpt.training.progress import ProgressLine, StopFlag, deferred_interrupts
 from gpt.training.resume import load_for_resume
@@ -39,6 +40,11 @@ from gpt.vision.data import ImageBatches, ImageSet, load_images
 from gpt.vision.model import ViT, ViTConfig, report
 
 KIND = "vit"
+
+
+def _whole(value, least: int) -> bool:
+    """Whether `value` is a whole number >= least: never NaN or 2.5; 8.0 too (older runs saved floats)."""
+    return value >= least and float(value).is_integer()
 
 
 @dataclass
@@ -62,16 +68,21 @@ class VitSettings:
     max_minutes: float | None = None   # stop (evaluate, save) after this much training time
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "eval_interval", "log_interval"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        inf = float("inf")
-        if not (0 < self.lr < inf and 0 <= self.min_lr < inf and self.warmup >= 0 and 0 <= self.weight_decay < inf):
-            raise ValueError("--lr must be > 0; --min-lr, --warmup and --weight-decay >= 0; all finite")
-        if self.seed < 0:
-            raise ValueError(f"--seed must be >= 0, got {self.seed}")
-        if self.lr_decay_steps is not None and self.lr_decay_steps < 1:
-            raise ValueError(f"--lr-decay-steps must be >= 1, got {self.lr_decay_steps}")
+        """Every setting checked before the run starts, the first bad one named by its flag."""
+        for name in ("steps", "batch_size", "eval_interval", "log_interval", "lr_decay_steps"):
+            value = getattr(self, name)
+            if value is not None and not _whole(value, 1):
+                raise ValueError(f"{flag(name)} must be a whole number >= 1, got {value}")
+        for name in ("seed", "warmup"):
+            if not _whole(getattr(self, name), 0):
+                raise ValueError(f"{flag(name)} must be a whole number >= 0, got {getattr(self, name)}")
+        for name in ("lr", "grad_clip", "max_minutes"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < math.inf:
+                raise ValueError(f"{flag(name)} must be > 0 and finite, got {value}")
+        for name in ("min_lr", "weight_decay"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{flag(name)} must be >= 0 and finite, got {getattr(self, name)}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must lie in [0, 1), got {self.label_smoothing}")
 
@@ -103,6 +114,8 @@ def flops_per_image(cfg: ViTConfig) -> int:
 def evaluate(model: ViT, x: np.ndarray, y: np.ndarray, batch_size: int = 512) -> dict:
     """{"loss": mean cross-entropy, "accuracy", "predictions" (N,) int64} of x (N, C, H, W), y (N,),
     in eval mode without a graph."""
+    if not len(y):
+        raise ValueError("evaluate: no images to evaluate (an empty split)")
     was = model.training
     model.eval()
     losses, preds = [], []
@@ -174,6 +187,7 @@ class VitRun:
         self.out = progress or ProgressLine()
         self.say = self.out.print
         self.ckpt = None
+        self.saved_step = None  # the step of the checkpoint in the folder, once there is one
         if resume is None:
             if (Path(out) / LATEST).exists():
                 raise FileExistsError(f"run folder {str(out)!r} already holds a checkpoint: continue it "
@@ -229,7 +243,7 @@ class VitRun:
             set_rng_state(meta.get("rng"))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: cannot resume from it: {exc}") from None
-        self.step = self.ckpt.step
+        self.step = self.saved_step = self.ckpt.step
 
     # ---- files ------------------------------------------------------------------------------
     def _data_info(self) -> dict:
@@ -239,7 +253,15 @@ class VitRun:
     def save(self) -> Path:
         meta = {"kind": KIND, "step": self.step, "config": self.model_cfg.to_dict(), "train_args": asdict(self.s),
                 "loader": self.batches.state_dict(), "rng": get_rng_state(), "data": self._data_info()}
-        return self.folder.save_checkpoint(LATEST, dict(self.model.state_dict()), self.optimizer.state_dict(), meta)
+        path = self.folder.save_checkpoint(LATEST, dict(self.model.state_dict()), self.optimizer.state_dict(), meta)
+        self.saved_step = self.step
+        return path
+
+    def _kept(self) -> str:
+        """What a run stopped by divergence leaves to go back to."""
+        if self.saved_step is None:
+            return "no checkpoint was saved yet"
+        return f"the checkpoint of step {self.saved_step} is kept ({self.folder.path / LATEST})"
 
     def _write_config(self) -> None:
         self.folder.write_config({"kind": KIND, "model": self.model_cfg.to_dict(), "train": asdict(self.s),
@@ -268,8 +290,8 @@ class VitRun:
         with deferred_interrupts():  # the update, the step count and the drawer's state change together
             norm = float(nn.optim.clip_grad_norm(self.model.parameters(), self.s.grad_clip))
             if not (math.isfinite(value) and math.isfinite(norm)):
-                raise TrainingDiverged(f"loss {value}, gradient norm {norm} at step {self.step}; the checkpoint "
-                                       f"of the last evaluation is kept: try a lower --lr")
+                raise TrainingDiverged(f"loss {value}, gradient norm {norm} at step {self.step}; {self._kept()}: "
+                                       "try a lower --lr")
             self.optimizer.step()
             self.optimizer.zero_grad()
             self.step += 1

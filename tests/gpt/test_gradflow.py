@@ -46,6 +46,11 @@ def test_int_lists_reject_junk():
         parse_int_list("0,2", "--depths")
 
 
+def test_int_lists_drop_repeats_as_variant_lists_do():
+    assert parse_int_list("3,3,2,3", "--depths") == [3, 2]
+    assert parse_variants("post,post-ln,pre") == [Variant(prenorm=False), Variant()]
+
+
 # ---- Jacobians of toy blocks -----------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["linear", "mlp"])
 @pytest.mark.parametrize("variant", ALL_VARIANTS, ids=lambda v: v.name)
@@ -152,7 +157,7 @@ def test_stack_spectra_by_autograd_match_the_analytic_ones():
 
 def test_log_slope_recovers_a_geometric_rate():
     assert jac.log_slope([3 * 0.5 ** k for k in range(10)]) == pytest.approx(math.log(0.5))
-    assert jac.log_slope([1.0]) == 0.0
+    assert math.isnan(jac.log_slope([1.0])) and math.isnan(jac.log_slope([]))  # no rate from one point
 
 
 # ---- measurements on a GPT -------------------------------------------------------------------------
@@ -299,6 +304,22 @@ def test_sweep_summary_is_the_mean_and_spread_over_seeds(tiny_sweep):
     assert nores["id_share_mean"] is None
 
 
+def test_one_block_has_no_per_block_gain(tiny_sweep, tmp_path):
+    result, _ = tiny_sweep
+    one = [s for s in result["summary"] if s["depth"] == 1]
+    assert one and all(s["factor_mean"] is None and s["factor_std"] is None for s in one)
+    assert all(r["summary"]["factor"] is None for r in result["runs"] if r["depth"] == 1)
+    assert all(s["factor_mean"] > 0 for s in result["summary"] if s["depth"] == 3)
+    header, _, *lines = report.sweep_table(result["summary"]).splitlines()
+    end = header.index("per-block") + len("per-block")  # the column is right-aligned
+    cells = {(line.split()[0], line.split()[1]): line[:end].split()[-1] for line in lines}
+    assert cells[("pre-layernorm", "1")] == cells[("post-layernorm-nores", "1")] == "-"
+    assert cells[("pre-layernorm", "3")].startswith("x/")  # the spread after a fitted mean
+    report.write_json(tmp_path / "r.json", result)
+    back = json.loads((tmp_path / "r.json").read_text())
+    assert [s["factor_mean"] for s in back["summary"] if s["depth"] == 1] == [None, None]
+
+
 def test_same_seed_same_numbers(tiny_sweep):
     result, corpus = tiny_sweep
     spec = SweepSpec(depths=[1], variants=parse_variants("pre"), seeds=[1], n_embd=16, n_head=2,
@@ -394,6 +415,44 @@ def test_cli_rejects_bad_arguments_clearly(argv, message, capsys):
 
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+TINY_CLI = ["--depths", "1", "--seeds", "1", "--n-embd", "8", "--n-head", "2", "--batch-size", "1",
+            "--block-size", "4", "--jacobian-depth", "1", "--quiet"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jacobian-width", "7"], "--jacobian-width must be even (the study's models have 2 heads), got 7"),
+    (["--family", "seq2seq", "--jacobian-width", "7"], "--jacobian-width must be even"),
+    (["--family", "seq2seq", "--jacobian-tokens", "20"], "no seq2seq example has 20 tokens"),
+    (["--family", "encoder", "--jacobian-tokens", "30"], "no encoder example has 30 tokens"),
+    (["--family", "vit", "--jacobian-tokens", "20"], "a vit example has 17 tokens"),
+    (["--family", "vit", "--jacobian-tokens", "40"], "a vit example has 17 tokens"),
+    (["--family", "encoder", "--json", "."], "--json . is a folder"),
+    (["--family", "encoder", "--plot", "."], "--plot . is a folder")])
+def test_cli_refuses_what_the_jacobian_study_or_the_outputs_cannot_take_before_the_sweep(
+        argv, message, tiny_sweep, tmp_path, capsys):
+    from gpt.commands.gradflow import main
+
+    _, corpus = tiny_sweep
+    out = tmp_path / "out.json"
+    assert main([*TINY_CLI, "--corpus", str(corpus), "--json", str(out), *argv]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err and "--block-size" not in printed.err
+    assert "gradient flow" not in printed.out and not out.exists()  # no sweep ran to be thrown away
+
+
+def test_cli_writes_the_sweep_json_before_the_jacobian_study(tiny_sweep, tmp_path, monkeypatch, capsys):
+    from gpt.commands import gradflow
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(gradflow, "_jacobians", interrupted)
+    _, corpus = tiny_sweep
+    out = tmp_path / "out.json"
+    with pytest.raises(KeyboardInterrupt):
+        gradflow.main([*TINY_CLI, "--variants", "pre,post", "--corpus", str(corpus), "--json", str(out)])
+    assert len(json.loads(out.read_text())["runs"]) == 2  # pre and post at depth 1, kept
 
 
 def test_cli_help_lists_the_options(capsys):

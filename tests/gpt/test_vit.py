@@ -11,6 +11,7 @@ import autograd
 from autograd import Tensor
 from gpt.cli import main
 from gpt.training.progress import ProgressLine
+from gpt.training.trainer import TrainingDiverged
 from gpt.vision import data as D
 from gpt.vision.model import ViT, ViTConfig
 from gpt.vision.train import VitSettings, evaluate, load_vit, train_vit
@@ -126,6 +127,13 @@ def test_split_is_stratified_seeded_and_disjoint():
     assert not (a.train_x[:, None] == a.test_x[None]).all(axis=(2, 3, 4)).any()  # no test image is trained on
 
 
+def test_a_split_that_holds_no_image_out_is_refused_and_evaluate_refuses_no_images():
+    with pytest.raises(ValueError, match="5 images over 10 classes leave the test split empty"):
+        D.ImageSet.split("five", np.zeros((5, 8, 8)), np.arange(5), 10, seed=0)
+    with pytest.raises(ValueError, match="no images to evaluate"):
+        evaluate(ViT(ViTConfig()), np.zeros((0, 1, 8, 8), np.float32), np.zeros(0, np.int64))
+
+
 def test_real_digits_load_with_a_stratified_80_20_split():
     pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the vision extra)")
     d = D.load_images("digits", seed=0)
@@ -196,6 +204,26 @@ def test_resume_gives_the_weights_of_the_uninterrupted_run(tmp_path):
     assert {k: split[k] for k in straight} == straight
 
 
+@pytest.mark.parametrize("eval_interval, kept", [(1000, "no checkpoint was saved yet"),
+                                                 (2, "the checkpoint of step 2 is kept")])
+def test_a_diverged_run_names_a_kept_checkpoint_only_when_there_is_one(eval_interval, kept, tmp_path, monkeypatch):
+    import nn
+
+    real, calls = nn.optim.clip_grad_norm, []
+
+    def nan_from_step_2(params, max_norm):
+        calls.append(max_norm)
+        return real(params, max_norm) if len(calls) <= 2 else float("nan")
+
+    monkeypatch.setattr(nn.optim, "clip_grad_norm", nan_from_step_2)
+    cfg = ViTConfig(patch_size=4, d_model=16, nhead=2, num_layers=1, dim_feedforward=32)
+    s = VitSettings(data="synthetic", steps=4, batch_size=16, eval_interval=eval_interval)
+    with pytest.raises(TrainingDiverged) as exc:
+        train_vit(tmp_path / "run", cfg, s, progress=QUIET)
+    assert "at step 2; " + kept in str(exc.value)
+    assert (tmp_path / "run" / "latest.safetensors").exists() == (eval_interval == 2)
+
+
 # ---- the command line ---------------------------------------------------------------------------
 def test_cli_train_resume_predict_eval_and_plot(tmp_path, capsys):
     run = str(tmp_path / "vit")
@@ -239,9 +267,34 @@ def test_gradflow_measures_the_vit_encoder(capsys):
     assert "Jacobian spectra" in out and "procedural digit images" in out
 
 
-@pytest.mark.parametrize("argv, message", [(["--seed", "-1"], "--seed must be >= 0, got -1"),
-                                           (["--weight-decay", "nan"], "all finite"),
-                                           (["--lr", "inf"], "all finite")])
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "-1"], "--seed must be a whole number >= 0, got -1"),
+    (["--weight-decay", "nan"], "--weight-decay must be >= 0 and finite, got nan"),
+    (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),
+    (["--lr-decay-steps", "0"], "--lr-decay-steps must be a whole number >= 1, got 0"),
+    (["--max-minutes", "-1"], "--max-minutes must be > 0 and finite, got -1.0"),
+    (["--max-minutes", "nan"], "--max-minutes must be > 0 and finite, got nan"),
+    (["--grad-clip", "0"], "--grad-clip must be > 0 and finite, got 0.0"),
+    (["--grad-clip", "-1"], "--grad-clip must be > 0 and finite, got -1.0"),
+    (["--grad-clip", "nan"], "--grad-clip must be > 0 and finite, got nan")])
 def test_bad_vit_settings_name_the_flag(argv, message, tmp_path, capsys):
     assert main(["vit", "train", "--data", "synthetic", "--steps", "1", "--out", str(tmp_path / "v"), *argv]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "v").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "2.5"])
+def test_lr_decay_steps_is_a_whole_number_of_steps(value, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["vit", "train", "--out", str(tmp_path / "v"), "--steps", "1", *TINY_MODEL, *TINY_RUN,
+              "--lr-decay-steps", value])
+    assert f"--lr-decay-steps: invalid int value: '{value}'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--lr-decay-steps must be a whole number >= 1"):
+        VitSettings(lr_decay_steps=float(value)).validate()
+    VitSettings(lr_decay_steps=8.0).validate()  # as runs before this check saved it: still resumable
+
+
+def test_a_run_out_of_minutes_says_how_to_continue_it(tmp_path, capsys):
+    run = str(tmp_path / "v")
+    assert main(["vit", "train", "--out", run, "--steps", "4", "--max-minutes", "1e-9", *TINY_MODEL, *TINY_RUN]) == 0
+    out = capsys.readouterr().out
+    assert "0 steps" in out and "(time_budget)" in out and f"continue with: gpt vit train --resume {run}\n" in out
