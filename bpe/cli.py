@@ -105,6 +105,27 @@ def _output_files(outs: list[tuple[Path, str]]) -> list[Path]:
     return [f for p, kind in outs for f in ([p, tiktoken_side_path(p)] if kind == "tiktoken" else [p])]
 
 
+def _flagged_outputs(outs: list[tuple[Path, str]]) -> list[tuple[str, Path]]:
+    """(flag, file) of every file ``bpe train`` writes (a .tiktoken's side file under its flag)."""
+    flags = {"tiktoken": "--tiktoken-out", "hf": "--hf-out"}
+    return [("--out" if i == 0 else flags[kind], f) for i, (p, kind) in enumerate(outs)
+            for f in _output_files([(p, kind)])]
+
+
+def _refuse_overwriting_inputs(outputs: list[tuple[str, Path]], inputs, input_flag: str) -> None:
+    """ValueError when an output (flag, file) is one of the input files, which writing it would destroy."""
+    existing = [(flag, f) for flag, f in outputs if f.exists()]  # a file not there yet is no input
+    if not existing or not inputs:
+        return
+    from .files.corpus import expand_inputs
+
+    files = {os.path.realpath(f) for f in expand_inputs(inputs, skip_binary=False)}
+    for flag, f in existing:
+        if os.path.realpath(f) in files:
+            raise ValueError(f"{flag} writes {f}, which is one of the {input_flag} files: it would overwrite "
+                             f"that input; name another output file")
+
+
 def _save(tok, outs: list[tuple[Path, str]], quiet: bool) -> None:
     """Write every output as one set (``bpe.files.write_set``): a kill or a full disk leaves the
     old files or the new ones, never some of each."""
@@ -139,6 +160,8 @@ def _cmd_train(args) -> int:
     from .train.mpi_count import world
 
     outs = _outputs(args, _out_path(args))
+    _refuse_overwriting_inputs(_flagged_outputs(outs), args.counts or args.input,
+                               "--counts" if args.counts else "--input")
     t0 = time.perf_counter()
     # The outputs are locked from the start, so a second `bpe train` into them stops at once; under
     # MPI only rank 0 writes, and it locks them when it does.
@@ -156,11 +179,14 @@ def _train(args):
     """The trained tokenizer (None on MPI ranks other than 0)."""
     from .train.mpi_count import world
 
-    if world() is not None and not args.counts:
+    ranks = world()
+    if ranks is not None and not args.counts:
         return _train_across_ranks(args)
     if args.counts:
         if args.input:
             raise SystemExit("bpe train: give --input or --counts, not both")
+        if ranks is not None and ranks[1] != 0:
+            return None  # the files hold every count: rank 0 alone trains and writes
         return Tokenizer.train_from_counts(args.counts, vocab_size=args.vocab_size, pattern=args.pattern,
                                            special_tokens=args.special, min_frequency=args.min_frequency,
                                            verbose=not args.quiet)
@@ -186,12 +212,13 @@ def _train_across_ranks(args):
 
 def _cmd_count(args) -> int:
     from .train.counts_file import save_counts
-    from .train.trainer import count_inputs
+    from .train.trainer import count_shard
 
     pattern = resolve_pattern(args.pattern)
     specials = args.special or []
+    _refuse_overwriting_inputs([("--out", Path(args.out))], args.input, "--input")
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
-    counts = count_inputs(args.input, None, pattern, specials, args.workers, log)
+    counts = count_shard(args.input, pattern, specials, args.workers, log)
     save_counts(args.out, counts, pattern, specials)
     log(f"wrote {len(counts):,} distinct chunks to {args.out}")
     return 0

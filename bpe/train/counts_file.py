@@ -11,6 +11,10 @@ One JSON object per file::
     {"format": "bpe-chunk-counts", "version": 1, "pattern": "<regex>",
      "special_tokens": ["<|endoftext|>"],        # they split documents, so they shape the counts
      "chunks": {"hello": 12, " world": 7, ...}}
+
+The special tokens keep the order given, which gives their ids when training from the files (files
+written before kept them sorted; files agree whatever their order). The text the counts stand for
+stays below 2**53 bytes over all files, where every sum of counts training makes is exact.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from ..split.patterns import resolve_pattern
 from .chunk_counter import add_counts
 
 FORMAT = "bpe-chunk-counts"
-MAX_COUNT = 1 << 62  # counts are summed as int64: room for a few files at the largest
+MAX_TEXT = 1 << 53  # bytes counted, over all files: the early merges sum pair counts as float64
 VERSION = 1
 
 
@@ -36,7 +40,7 @@ def save_counts(path: str | os.PathLike, counts: Mapping[str, int], pattern: str
                 special_tokens: Iterable[str] = ()) -> None:
     """Write chunk counts atomically (a killed writer leaves no half file)."""
     d = {"format": FORMAT, "version": VERSION, "pattern": pattern,
-         "special_tokens": sorted(special_tokens), "chunks": dict(counts)}
+         "special_tokens": list(special_tokens), "chunks": dict(counts)}
     atomic_write_text(path, json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
@@ -60,10 +64,10 @@ def read_counts(path: str | os.PathLike) -> tuple[dict[str, int], str, list[str]
     for c, n in chunks.items():
         if not c:
             raise ValueError(f"{path}: an empty chunk (with count {str(n)[:40]}); chunks are non-empty")
-        if type(n) is not int or not 0 < n <= MAX_COUNT:
+        if type(n) is not int or not 0 < n < MAX_TEXT:
             raise ValueError(f"{path}: chunk {c[:40]!r} has count {str(n)[:40]}; counts are ints from 1 to "
-                             f"2**62")
-    return chunks, pattern, sorted(specials)
+                             f"2**53 - 1")
+    return chunks, pattern, specials
 
 
 def count_file_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
@@ -74,11 +78,25 @@ def count_file_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> 
     return sorted(set(files))
 
 
+def _text_bytes(counts: Mapping[str, int]) -> int:
+    """The UTF-8 bytes of the text that chunk counts stand for (each chunk times its count; a lone
+    surrogate as 3): more than any pair's count, and than any sum of counts training makes."""
+    return sum(n * (len(c) if c.isascii() else len(c.encode("utf-8", "surrogatepass"))) for c, n in counts.items())
+
+
+def _named(files: list[Path]) -> str:
+    """The first few files, and how many more (an error about 10,000 shards stays one line)."""
+    shown = ", ".join(map(str, files[:3]))
+    return shown if len(files) <= 3 else f"{shown} and {len(files) - 3:,} more"
+
+
 def load_counts(paths, log: Callable[[str], None] = lambda msg: None) -> tuple[Counter, str, list[str]]:
-    """The summed counts of several files, with their common pattern and special tokens.
+    """The summed counts of several files, with their common pattern and special tokens (in the
+    first file's order).
 
     Files made with another pattern or other special tokens are refused, naming both files:
-    their counts would not add up to the counts of one run.
+    their counts would not add up to the counts of one run. So are files whose counts together
+    stand for 2**53 bytes or more (``MAX_TEXT``), naming them.
     """
     total: Counter[str] = Counter()
     first = None
@@ -87,10 +105,14 @@ def load_counts(paths, log: Callable[[str], None] = lambda msg: None) -> tuple[C
         chunks, pattern, specials = read_counts(f)
         if first is None:
             first = (f, pattern, specials)
-        elif (pattern, specials) != first[1:]:
+        elif (pattern, sorted(specials)) != (first[1], sorted(first[2])):
             what = "split pattern" if pattern != first[1] else "special tokens"
             raise ValueError(f"{f} and {first[0]} were counted with different {what}; "
                              "counts merge only under the same pattern and special tokens")
         add_counts(total, chunks)
+    text = _text_bytes(total)
+    if text >= MAX_TEXT:
+        raise ValueError(f"the count files {_named(files)} stand for {text:,} bytes of text, 2**53 or more: "
+                         "training sums counts exactly only below that")
     log(f"{len(total):,} distinct chunks ({sum(total.values()):,} in all) from {len(files)} count file(s)")
     return total, first[1], first[2]

@@ -113,10 +113,10 @@ def _files(n: int) -> str:
 
 
 def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
-                 table: bool = False) -> Counter | ChunkTable:
+                 table: bool = False, shard: bool = False) -> Counter | ChunkTable:
     """Chunk counts of files, folders and globs (``inputs``; None: the default corpus) or of
     an iterable of ``texts``, as a ChunkTable where ``table`` is true; an empty corpus is an
-    error."""
+    error, but an empty ``shard`` (one of several counted apart) only a warning."""
     t0 = time.perf_counter()
     if texts is None and inputs is not None and not isinstance(inputs, (str, os.PathLike, list, tuple)):
         texts, inputs = inputs, None  # a generator or other iterable of texts
@@ -136,8 +136,10 @@ def count_inputs(inputs, texts, pattern: str, names: list[str], workers, log,
     else:
         counts = count_texts(texts, pattern, workers, special_tokens=names, table=table)
         source = "the given texts"
-    if not counts:
+    if not counts and not shard:
         raise ValueError(f"the training corpus ({source}) is empty: no text to learn merges from")
+    if not counts:
+        warnings.warn(f"the shard ({source}) holds no text: its counts are empty", stacklevel=3)
     log(f"{len(counts):,} distinct chunks ({counts.total():,} in all) counted in "
         f"{time.perf_counter() - t0:.2f}s")
     return counts
@@ -162,6 +164,14 @@ def _learn(cls, counts, vocab_size, pattern, names, explicit, n_merges, min_freq
     first_special = 256 + len(merges)
     specials = explicit if explicit is not None else {s: first_special + j for j, s in enumerate(names)}
     return cls.from_merges(merges, pattern, specials)
+
+
+def count_shard(inputs, pattern: str, special_tokens, workers, log) -> Counter:
+    """The chunk counts of one shard, for a count file: its special tokens checked as training
+    checks them, so that no count file is one that training refuses. An empty shard is empty
+    counts; training from count files refuses only counts that are all empty."""
+    names = _special_ids(special_tokens)[0]
+    return count_inputs(inputs, None, pattern, names, workers, log, shard=True)
 
 
 # Both make and free arrays of millions of positions at every early merge (bpe/heap.py).

@@ -11,7 +11,8 @@ The architecture and tensor names are the family's (`Family.gguf`, gpt.pretraine
 Hugging Face tensors of `hf_weights.to_hf`, renamed, with GPT-2's Conv1D matrices transposed and
 LLaMA's q and k rows interleaved for llama.cpp's RoPE. Matrices are stored (out, in) as llama.cpp
 reads them; a tied head writes no `output` (llama.cpp then uses token_embd). dtype "f16" stores
-matrices as F16 and keeps vectors F32. The tokenizer metadata is gpt.pretrained.gguf_vocab's.
+matrices as F16 (a value beyond F16's 65504 is refused, naming its tensor) and keeps vectors F32.
+The tokenizer metadata is gpt.pretrained.gguf_vocab's.
 """
 from __future__ import annotations
 
@@ -107,11 +108,28 @@ def _value(vtype: int, value: Any) -> bytes:
     return struct.pack({U32: "<I", I32: "<i", F32: "<f", BOOL: "<?"}[vtype], value)
 
 
+def _stored_type(arr: np.ndarray, dtype: str) -> tuple[int, np.dtype]:
+    """(ggml type, numpy dtype) a tensor is written as: matrices in `dtype`, vectors in F32."""
+    return GGML_TYPES[dtype] if arr.ndim == 2 else GGML_TYPES["f32"]
+
+
+def _check_range(tensors: dict[str, np.ndarray], dtype: str) -> None:
+    """ValueError naming the first tensor stored as F16 with a value beyond F16's largest, 65504
+    (NumPy would write inf, with a RuntimeWarning at most)."""
+    limit = float(np.finfo(np.float16).max)
+    for name, arr in tensors.items():
+        if _stored_type(arr, dtype)[1] == np.float16 and arr.size:
+            top = float(np.nanmax(np.abs(arr)))
+            if top > limit:
+                raise ValueError(f"GGUF dtype f16: tensor {name} holds a value of magnitude {top:.6g}, beyond "
+                                 f"float16's largest {limit:g}, which would be written as inf; export as f32")
+
+
 def _layout(tensors: dict[str, np.ndarray], kv: list, dtype: str) -> tuple[bytes, list[bytes]]:
     """The file's header (metadata and tensor infos, padded) and each tensor's padded data."""
     infos, blobs, offset = [], [], 0
     for name, arr in tensors.items():
-        code, dt = GGML_TYPES[dtype] if arr.ndim == 2 else GGML_TYPES["f32"]
+        code, dt = _stored_type(arr, dtype)
         data = arr.astype(dt).tobytes()
         infos.append(_string(name) + struct.pack("<I", arr.ndim) + struct.pack(f"<{arr.ndim}Q", *arr.shape[::-1])
                      + struct.pack("<IQ", code, offset))
@@ -149,9 +167,11 @@ def save(path: str | os.PathLike, cfg: GPTConfig, state: dict[str, Any], tokeniz
     if dtype not in GGML_TYPES:
         raise ValueError(f"GGUF dtype must be one of {', '.join(GGML_TYPES)}, got {dtype!r}")
     f = gguf_family(cfg, family)
-    vocab = tokenizer_metadata(tokenizer, cfg.vocab_size, f.eot_id(tokenizer))
+    vocab = tokenizer_metadata(tokenizer, cfg.vocab_size, f.eot_id(tokenizer), f.eot_names)
     kv = gguf_metadata(cfg, f.gguf.arch, dtype, model_name(Path(path).stem, vocab)) + vocab
-    head, blobs = _layout(gguf_tensors(cfg, state, f), kv, dtype)
+    tensors = gguf_tensors(cfg, state, f)
+    _check_range(tensors, dtype)
+    head, blobs = _layout(tensors, kv, dtype)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as out:

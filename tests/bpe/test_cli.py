@@ -176,3 +176,71 @@ def test_count_shards_then_train_on_the_counts(tmp_path, monkeypatch, capsys):
     rc, _, err = run(["train", "--counts", str(tmp_path / "counts.*"), "--pattern", "gpt4", "--out", str(out)],
                      "", monkeypatch, capsys)
     assert rc == 2 and "made with pattern" in err
+
+
+def _count(files, out, specials, monkeypatch, capsys):
+    args = ["count", "--input", *map(str, files), "--out", str(out), "--quiet"]
+    return run(args + [a for s in specials for a in ("--special", s)], "", monkeypatch, capsys)
+
+
+def test_count_files_keep_the_special_tokens_order_so_their_ids_match_training_on_the_inputs(
+        tmp_path, monkeypatch, capsys):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("hello world, the cat sat<|z|>on the mat <|a|> then\n" * 40)
+    b.write_text("more text here<|a|> yes\n" * 30)
+    order = ["<|z|>", "<|a|>"]
+    for k, f in enumerate((a, b)):
+        assert _count([f], tmp_path / f"c.{k}", order if k == 0 else order[::-1], monkeypatch, capsys)[0] == 0
+    assert json.loads((tmp_path / "c.0").read_text())["special_tokens"] == order
+    out = tmp_path / "fromc.json"
+    rc, _, err = run(["train", "--counts", str(tmp_path / "c.*"), "--vocab-size", "270", "--out", str(out),
+                      "--quiet"], "", monkeypatch, capsys)
+    assert rc == 0, err  # files agree whatever their order; the first file's order gives the ids
+    union = Tokenizer.train([a, b], vocab_size=270, special_tokens=order, workers=1)
+    assert Tokenizer.load(out).special_tokens == union.special_tokens == {"<|z|>": 268, "<|a|>": 269}
+
+
+@pytest.mark.parametrize("specials, needle", [(["X", "X"], "duplicate special token 'X'"),
+                                              ([""], "special tokens must be non-empty strings, got ''")])
+def test_count_refuses_the_special_tokens_training_would_refuse(tmp_path, monkeypatch, capsys, specials, needle):
+    (tmp_path / "a.txt").write_text("hello world X\n")
+    rc, _, err = _count([tmp_path / "a.txt"], tmp_path / "d.0", specials, monkeypatch, capsys)
+    assert rc == 2 and f"bpe count: error: {needle}" in err and not (tmp_path / "d.0").exists()
+
+
+def test_an_empty_shard_counts_to_a_file_of_no_chunks_and_trains_with_the_others(tmp_path, monkeypatch, capsys):
+    a, empty = tmp_path / "a.txt", tmp_path / "empty.txt"
+    a.write_text("the cat sat on the mat\n" * 20)
+    empty.write_text("")
+    rc, _, err = _count([empty], tmp_path / "c.0", [], monkeypatch, capsys)
+    assert rc == 0 and "bpe: warning: the shard (1 file) holds no text" in err
+    assert json.loads((tmp_path / "c.0").read_text())["chunks"] == {}
+    out = tmp_path / "t.json"
+    rc, _, err = run(["train", "--counts", str(tmp_path / "c.0"), "--vocab-size", "260", "--out", str(out)],
+                     "", monkeypatch, capsys)
+    assert rc == 2 and "empty" in err and not out.exists()  # every shard empty: nothing to learn from
+    assert _count([a], tmp_path / "c.1", [], monkeypatch, capsys)[0] == 0
+    rc, _, err = run(["train", "--counts", str(tmp_path / "c.*"), "--vocab-size", "260", "--out", str(out),
+                      "--quiet"], "", monkeypatch, capsys)
+    assert rc == 0, err
+    assert Tokenizer.load(out).merges == Tokenizer.train([a, empty], vocab_size=260, workers=1).merges
+
+
+def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(tmp_path, monkeypatch, capsys):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("the cat sat on the mat\n" * 20)
+    before = keep.read_bytes()
+    cases = [(["count", "--input", str(keep), "--out", str(keep)], "--out writes"),
+             (["train", "--input", str(keep), "--out", str(keep)], "--out writes"),
+             (["train", "--input", str(tmp_path), "--out", str(tmp_path / "t.json"), "--hf-out", str(keep)],
+              "--hf-out writes"),
+             (["train", "--input", str(tmp_path / "*.txt"), "--out", str(tmp_path / "keep.txt")], "--out writes")]
+    for args, flag in cases:
+        rc, _, err = run(args + ["--quiet"], "", monkeypatch, capsys)
+        assert rc == 2 and f"{flag} {keep}, which is one of the --input files" in err, err
+        assert keep.read_bytes() == before
+    assert _count([keep], tmp_path / "c.0", [], monkeypatch, capsys)[0] == 0
+    rc, _, err = run(["train", "--counts", str(tmp_path / "c.0"), "--out", str(tmp_path / "c.0")], "",
+                     monkeypatch, capsys)
+    assert rc == 2 and "which is one of the --counts files" in err
+    assert json.loads((tmp_path / "c.0").read_text())["format"] == "bpe-chunk-counts"

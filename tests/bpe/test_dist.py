@@ -47,3 +47,22 @@ def test_two_ranks_train_like_one_process(tmp_path):
                         str(tmp_path / "missing.txt"), "--out", str(out)],
                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode != 0 and "missing.txt" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _mpi_ready(), reason="needs mpiexec and mpi4py (the dist extra)")
+def test_two_ranks_training_from_count_files_write_once(tmp_path):
+    from bpe.cli import main
+
+    for k in range(2):
+        (tmp_path / f"s{k}.txt").write_text(f"def f{k}(x):\n    return x * {k}\n" * 20)
+        assert main(["count", "--input", str(tmp_path / f"s{k}.txt"), "--out", str(tmp_path / f"c.{k}"),
+                     "--quiet"]) == 0
+    out = tmp_path / "m.json"
+    r = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-c", SCRIPT, "train", "--counts",
+                        str(tmp_path / "c.*"), "--vocab-size", "270", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(f"wrote {out}") == 1 and r.stderr.count("trained Tokenizer") == 1, r.stderr
+    one = Tokenizer.train_from_counts(str(tmp_path / "c.*"), vocab_size=270)
+    assert Tokenizer.load(out).merges == one.merges

@@ -365,7 +365,8 @@ def test_ranks_the_files_could_not_hold_are_refused_by_the_constructor(ranks, ne
 
 
 @pytest.mark.parametrize("chunks, needle", [
-    ({"ab": 10 ** 30}, "chunk 'ab' has count 1000000000000000000000000000000; counts are ints from 1 to 2**62"),
+    ({"ab": 10 ** 30}, "chunk 'ab' has count 1000000000000000000000000000000; counts are ints from 1 to 2**53 - 1"),
+    ({"cd": 2 ** 53 + 1, "ab": 2 ** 53}, "chunk 'cd' has count 9007199254740993; counts are ints from 1 to 2**53 - 1"),
     ({"": 5}, "an empty chunk (with count 5)"),
 ])
 def test_count_files_out_of_bounds_name_the_chunk(tmp_path, capsys, chunks, needle):
@@ -375,6 +376,22 @@ def test_count_files_out_of_bounds_name_the_chunk(tmp_path, capsys, chunks, need
     assert main(["train", "--counts", str(tmp_path / "c.0"), "--vocab-size", "300",
                  "--out", str(tmp_path / "o.json")]) != 0
     assert needle in capsys.readouterr().err and not (tmp_path / "o.json").exists()
+
+
+def test_count_files_are_bounded_where_training_sums_their_counts_exactly(tmp_path, capsys):
+    # the early merges sum pair counts as float64: exact while the text counted stays below 2**53 bytes
+    from bpe.train.counts_file import save_counts
+
+    save_counts(tmp_path / "c.0", {"cd": 2 ** 51 - 1, "ab": 2 ** 51 - 2}, GPT4_PATTERN)  # 2**53 - 6 bytes
+    tok = Tokenizer.train_from_counts(tmp_path / "c.0", vocab_size=257)
+    assert tok.merges == [(ord("c"), ord("d"))]
+    for k in (1, 2):  # each file in bounds, the two together not
+        save_counts(tmp_path / f"h.{k}", {"ab": 2 ** 51}, GPT4_PATTERN)
+    assert main(["train", "--counts", str(tmp_path / "h.*"), "--vocab-size", "257",
+                 "--out", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"the count files {tmp_path / 'h.1'}, {tmp_path / 'h.2'} stand for {2 ** 53:,} bytes of text" in err
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_loose_arguments_are_refused_by_name(tmp_path):

@@ -154,6 +154,7 @@ def _gguf_fields(path):
     return {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
 
 
+@pytest.mark.filterwarnings("ignore:the tokenizer has no")  # no end-of-text token: tested below
 def test_every_split_pattern_we_read_gets_its_llama_cpp_pre_tokenizer_name(tmp_path):
     from bpe import GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
 
@@ -197,6 +198,49 @@ def test_gguf_without_a_tokenizer_or_with_a_char_level_one_names_its_vocabulary(
     assert tokens[chars.encode("ö")[0]] == "Ã¶" and f["tokenizer.ggml.eos_token_id"] == eot
     # each multi-byte character is made by merging its bytes left to right, and nothing else merges
     assert set(f["tokenizer.ggml.merges"]) == {"Ã ¶", "æ Ĺ", "æĹ ¥", "æ ľ", "æľ ¬"}
+
+
+def test_gguf_token_strings_are_distinct_or_the_export_is_refused_naming_both_ids(tmp_path):
+    # llama.cpp aborts loading a vocabulary whose token strings repeat (id_to_token vs token_to_id)
+    from gpt.data.char_tokenizer import CharTokenizer
+
+    model = GPT(GGUF_LLAMA)
+    byte_named = Tokenizer.train_from_iterator(["hello world " * 50], vocab_size=268,
+                                               special_tokens=["a", "<|endoftext|>"])
+    with pytest.raises(ValueError, match=r"token 'a' is both id 97 and id 266"):
+        save_gguf(model, tmp_path / "dup.gguf", tokenizer=byte_named)
+    with pytest.raises(ValueError, match=r"token '<' is both id 2 and id 3"):
+        save_gguf(model, tmp_path / "dup.gguf", tokenizer=CharTokenizer(list("ab<"), special_tokens=["<"]))
+    assert not (tmp_path / "dup.gguf").exists()
+    # a special token spelled like a gap's filler name: the filler takes another name
+    pad_named = Tokenizer.train_from_iterator(["hello world " * 50], vocab_size=268,
+                                              special_tokens={"[PAD300]": 305, "<|endoftext|>": 306})
+    save_gguf(GPT(GGUF_LLAMA.replace(vocab_size=310)), tmp_path / "pad.gguf", tokenizer=pad_named)
+    tokens = _gguf_fields(tmp_path / "pad.gguf")["tokenizer.ggml.tokens"]
+    assert len(set(tokens)) == len(tokens) == 310 and tokens[305] == "[PAD300]" and tokens[300] == "[PAD300_]"
+    assert tokens[301] == "[PAD301]"
+
+
+def test_gguf_f16_export_refuses_a_weight_beyond_float16_naming_the_tensor(tmp_path):
+    model = GPT(GGUF_LLAMA)
+    dict(model.named_parameters())["transformer.h.0.mlp.c_fc.weight"].data[0, 0] = 70000.0
+    with pytest.raises(ValueError, match=r"tensor blk\.0\.ffn_gate\.weight holds a value of magnitude 70000, "
+                                         r"beyond float16's largest 65504"):
+        save_gguf(model, tmp_path / "big.gguf", dtype="f16")
+    assert not (tmp_path / "big.gguf").exists()
+    save_gguf(model, tmp_path / "big.gguf", dtype="f32")  # F32 holds it
+
+
+def test_gguf_of_a_tokenizer_without_end_of_text_warns_which_token_llama_cpp_ends_at(tmp_path):
+    tok = Tokenizer.train_from_iterator(_texts()[:2], vocab_size=280)
+    with pytest.warns(UserWarning, match=r"no '<\|endoftext\|>' special token.*default id 11 \('ċ'\) as both"):
+        save_gguf(GPT(GGUF_GPT2), tmp_path / "m.gguf", tokenizer=tok)
+    f = _gguf_fields(tmp_path / "m.gguf")
+    assert "tokenizer.ggml.eos_token_id" not in f and "tokenizer.ggml.bos_token_id" not in f
+    with pytest.warns(UserWarning, match=r"no '<\|end_of_text\|>' or '</s>' or '<\|endoftext\|>' special token"):
+        save_gguf(GPT(GGUF_LLAMA), tmp_path / "m.gguf", tokenizer=tok)
+
+
 # ---- the commands -----------------------------------------------------------------------------------
 def test_export_import_and_fine_tune_through_the_cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
