@@ -25,6 +25,7 @@ from .encode.special import (Allowed, Disallowed, check_disallowed, check_specia
 from .files.schema import id_limit, token_id
 from .split.patterns import COVERAGE_PROBE, GPT4_PATTERN, PATTERNS, coverage_error, resolve_pattern
 from .text import alternation, repair_surrogates
+from .tiktoken_api import TiktokenAPI
 
 DEFAULT_VOCAB_SIZE = 4096  # of the trainers and of `bpe train`
 _CONTINUATION = [0x80 <= b < 0xC0 for b in range(256)]
@@ -36,7 +37,7 @@ def _check_str(text) -> None:
         raise TypeError(f"encode expects str, got {type(text).__name__}{hint}")
 
 
-class Tokenizer:
+class Tokenizer(TiktokenAPI):
     """Byte-level BPE tokenizer (tiktoken-compatible encoding)."""
 
     def __init__(

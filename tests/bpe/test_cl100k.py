@@ -85,3 +85,33 @@ def test_huggingface_export_of_cl100k_encodes_like_tiktoken(pair, tmp_path):
     hf = tokenizers.Tokenizer.from_file(str(p))
     for text in [PROSE, CODE * 3, "1234567 0x0010  \n\n  y\r\n", "a" * 2000]:
         assert hf.encode(text).ids == theirs.encode_ordinary(text)
+
+
+def test_tiktokens_other_names_give_tiktokens_answers(pair):
+    """Code written for tiktoken.Encoding runs on a Tokenizer: the same values, types and errors."""
+    import re
+
+    import numpy as np
+
+    ours, theirs = pair
+    assert ours.n_vocab == theirs.n_vocab and ours.eot_token == theirs.eot_token == 100257
+    assert ours.special_tokens_set == theirs.special_tokens_set
+    for i in (0, 100256, 100257, 100276):
+        assert ours.is_special_token(i) == theirs.is_special_token(i)
+    for s in ("hello", b"hello", " world", b"\xe4\xbd", "<|endoftext|>", b"<|fim_prefix|>"):
+        assert ours.encode_single_token(s) == theirs.encode_single_token(s)
+    for s in ("hello world", b"\xff<|endoftext|>", "<|endoftext|>x"):
+        with pytest.raises(KeyError):
+            theirs.encode_single_token(s)
+        with pytest.raises(KeyError):
+            ours.encode_single_token(s)
+    text = CODE + "<|endoftext|>" + PROSE
+    got, want = ours.encode_to_numpy(text, allowed_special="all"), theirs.encode_to_numpy(text, allowed_special="all")
+    assert got.dtype == want.dtype == np.uint32 and np.array_equal(got, want)
+    ids = theirs.encode(text, allowed_special="all")
+    assert ours.decode_tokens_bytes(ids) == theirs.decode_tokens_bytes(ids)
+    assert ours.decode_single_token_bytes(100257) == theirs.decode_single_token_bytes(100257)
+    assert ours.token_byte_values() == theirs.token_byte_values()
+    empty = Tokenizer({bytes([b]): b for b in range(256)})
+    with pytest.raises(KeyError, match=re.escape("no <|endoftext|>")):
+        empty.eot_token
