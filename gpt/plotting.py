@@ -25,9 +25,24 @@ def pyplot():
     return plt
 
 
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def figure_format(path: str | os.PathLike, flag: str = "--out") -> str:
+    """The format a figure is written in, from `path`'s suffix (one of FIGURE_FORMATS); a
+    ValueError naming `flag` otherwise, to be raised before any work."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(f"{flag} {str(path)!r}: a figure is written as " + ", ".join(f".{f}" for f in FIGURE_FORMATS)
+                         + "; give a file name ending in one of them")
+    return fmt
+
+
 def save_figure(fig, path: str | os.PathLike, plt) -> Path:
-    """Write `fig` as a PNG to `path` atomically and close it."""
+    """Write `fig` to `path` atomically, in the format its suffix names (figure_format), and close it."""
+    fmt = figure_format(path, "figure")
+    extra = {"pil_kwargs": {"optimize": True}} if fmt == "png" else {}
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format="png", pil_kwargs={"optimize": True}))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=72, format=fmt, **extra))
     finally:
         plt.close(fig)

@@ -38,6 +38,8 @@ _CODES = {(dt.kind, dt.itemsize): code for code, dt in _DTYPES.items()}
 _STORED = {**_DTYPES, "BF16": np.dtype("<u2")}  # how each code's bytes lie in the file
 _KNOWN_UNSUPPORTED = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"}
 _MAX_HEADER = 100 * 1024 * 1024  # the safetensors library's own limit
+_MAX_DIMS = 64  # numpy's limit on an array's dimensions
+_MAX_BYTES = 2 ** 63  # an array (even a zero-size one) must be indexable by a signed 64-bit size
 
 
 def _host_array(name: str, value: Any) -> np.ndarray:
@@ -169,42 +171,68 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[dict, dict, int]:
     if not isinstance(header, dict):
         raise _fail(path, f"header is a JSON {type(header).__name__}, expected an object")
 
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-        raise _fail(path, "field '__metadata__' must be an object of string values")
+    metadata = header.pop("__metadata__", None)  # absent (or null, as the safetensors library reads it): none
+    metadata = {} if metadata is None else metadata
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise _fail(path, f"field '__metadata__' must be an object of string values, got {_shown(metadata)}")
     data_start, data_size = 8 + n, size - 8 - n
-    entries = {}
-    for name, info in header.items():
-        where = f"tensor {name!r}"
-        if not isinstance(info, dict):
-            raise _fail(path, f"{where}: entry is a JSON {type(info).__name__}, expected an object")
-        code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if code not in _STORED:
-            if code in _KNOWN_UNSUPPORTED:
-                raise ValueError(f"{path}: {where}: field 'dtype' is {code}, which numpy cannot represent; "
-                                 f"supported here: {', '.join(_DTYPES)}")
-            raise _fail(path, f"{where}: field 'dtype' has unknown value {code!r}")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
-            raise _fail(path, f"{where}: field 'shape' must be a list of non-negative integers, got {shape!r}")
-        if (not isinstance(offsets, list) or len(offsets) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise _fail(path, f"{where}: field 'data_offsets' must be two integers, got {offsets!r}")
-        begin, end = offsets
-        if not 0 <= begin <= end:
-            raise _fail(path, f"{where}: field 'data_offsets' {offsets} is not an increasing pair of offsets >= 0")
-        if end > data_size:
-            raise _fail(path, f"{where}: field 'data_offsets' {offsets} points past the end of the data "
-                              f"({data_size:,} bytes; truncated?)")
-        expected = math.prod(shape) * _STORED[code].itemsize
-        if end - begin != expected:
-            raise _fail(path, f"{where}: field 'data_offsets' spans {end - begin:,} bytes but dtype {code} and "
-                              f"shape {shape} need {expected:,}")
-        entries[name] = (code, tuple(shape), begin, end)
+    entries = {name: _entry(path, name, info, data_size) for name, info in header.items()}
     spans = sorted((b, e, name) for name, (_, _, b, e) in entries.items() if e > b)
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
         if b1 < e0:
             raise _fail(path, f"field 'data_offsets' of tensors {n0!r} {[b0, e0]} and {n1!r} {[b1, e1]} overlap")
     return entries, dict(metadata), data_start
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """repr(value) cut to `limit` characters: a hostile header may hold megabytes in one field."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _entry(path: Path, name: str, info: Any, data_size: int) -> tuple:
+    """One header entry checked -> (dtype code, shape, begin, end)."""
+    where = f"tensor {name!r}"
+    if not isinstance(info, dict):
+        raise _fail(path, f"{where}: entry is a JSON {type(info).__name__}, expected an object")
+    code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    _check_dtype(path, where, code)
+    _check_shape(path, where, shape, _STORED[code].itemsize)
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        raise _fail(path, f"{where}: field 'data_offsets' must be two integers, got {offsets!r}")
+    begin, end = offsets
+    if not 0 <= begin <= end:
+        raise _fail(path, f"{where}: field 'data_offsets' {offsets} is not an increasing pair of offsets >= 0")
+    if end > data_size:
+        raise _fail(path, f"{where}: field 'data_offsets' {offsets} points past the end of the data "
+                          f"({data_size:,} bytes; truncated?)")
+    expected = math.prod(shape) * _STORED[code].itemsize
+    if end - begin != expected:
+        raise _fail(path, f"{where}: field 'data_offsets' spans {end - begin:,} bytes but dtype {code} and "
+                          f"shape {shape} need {expected:,}")
+    return code, tuple(shape), begin, end
+
+
+def _check_dtype(path: Path, where: str, code: Any) -> None:
+    if not isinstance(code, str):  # a list or object is no code (and no dict key)
+        raise _fail(path, f"{where}: field 'dtype' must be a string, got {_shown(code)}")
+    if code not in _STORED:
+        if code in _KNOWN_UNSUPPORTED:
+            raise ValueError(f"{path}: {where}: field 'dtype' is {code}, which numpy cannot represent; "
+                             f"supported here: {', '.join(_DTYPES)}")
+        raise _fail(path, f"{where}: field 'dtype' has unknown value {code!r}")
+
+
+def _check_shape(path: Path, where: str, shape: Any, itemsize: int) -> None:
+    """A shape numpy can allocate: zero-size tensors included, whose other dims still count."""
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        raise _fail(path, f"{where}: field 'shape' must be a list of non-negative integers, got {shape!r}")
+    if len(shape) > _MAX_DIMS:
+        raise _fail(path, f"{where}: field 'shape' has {len(shape)} dimensions, more than numpy's {_MAX_DIMS}")
+    if math.prod(s for s in shape if s) * itemsize >= _MAX_BYTES:
+        raise _fail(path, f"{where}: field 'shape' {shape} is too large for an array "
+                          f"(its non-zero dimensions span 2**63 bytes or more)")
 
 
 def load_safetensors(path: str | os.PathLike, device: str = "cpu") -> tuple[dict[str, Any], dict[str, str]]:

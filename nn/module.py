@@ -336,9 +336,9 @@ class Module:
         if mis_typed:
             problems.append("not numbers the model holds: " + "; ".join(mis_typed))
         if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
+            problems.append("missing keys: " + ", ".join(map(repr, missing)))
+        if strict and unexpected:  # repr: a foreign mapping's keys need not be strings
+            problems.append("unexpected keys: " + ", ".join(map(repr, unexpected)))
         if problems:
             typed = f"{len(mis_typed)} mis-typed, " if mis_typed else ""
             raise ValueError(

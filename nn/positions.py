@@ -4,6 +4,11 @@ and rotary embeddings (RoPE) that rotate queries and keys by their position.
 LearnedPositions and SinusoidalPositions return vectors to add to the token embeddings;
 RotaryEmbedding is applied inside attention to q and k, with an offset so that a cached
 decode step at position t rotates its single query exactly as the full sequence would.
+
+The fixed tables (sinusoids, RoPE's cos and sin) are built lazily: they grow to the positions
+used, at most doubling each time, never beyond block_size / max_len. Row p depends on p only,
+so a grown table holds the same bits an eager one would, and a model whose block_size is huge
+costs memory only for the positions it sees.
 """
 from __future__ import annotations
 
@@ -17,6 +22,12 @@ from autograd.ops.rope import rope, rotate_array
 from autograd.tensor import Tensor
 from nn import init
 from nn.module import Module, Parameter
+
+
+def _grown_rows(have: int, needed: int, limit: int) -> int:
+    """Rows of a lazily grown table that must hold `needed`: at least double, so decoding one
+    position at a time rebuilds it O(log n) times; never past `limit`."""
+    return min(limit, max(needed, 2 * have))
 
 
 def _positions(pos: Any, offset: int, limit: int, name: str):
@@ -87,13 +98,16 @@ class SinusoidalPositions(Module):
     def __init__(self, block_size: int, n_embd: int, base: float = 10000.0):
         super().__init__()
         self.block_size, self.n_embd, self.base = int(block_size), int(n_embd), float(base)
-        self.register_buffer("table", sinusoidal_table(block_size, n_embd, base=base), persistent=False)
+        self.register_buffer("table", sinusoidal_table(0, n_embd, base=base), persistent=False)  # grown in _table
         self._exact_dtype = self.table.dtype
 
-    def _table(self):
-        """The buffer, recomputed from the formula after a cast (float32 cast to float64 is not exact)."""
-        if self.table.dtype != self._exact_dtype:
-            host = sinusoidal_table(self.block_size, self.n_embd, base=self.base, dtype=self.table.dtype)
+    def _table(self, stop: int):
+        """The buffer with at least `stop` rows, recomputed from the formula when it is short or
+        was cast (float32 cast to float64 is not exact)."""
+        have = self.table.shape[0]
+        if have < stop or self.table.dtype != self._exact_dtype:
+            rows = _grown_rows(have, stop, self.block_size) if have < stop else have
+            host = sinusoidal_table(rows, self.n_embd, base=self.base, dtype=self.table.dtype)
             self.table = to_device(host, device_of(self.table))
             self._exact_dtype = self.table.dtype
         return self.table
@@ -102,8 +116,8 @@ class SinusoidalPositions(Module):
         kind, value = _positions(pos, offset, self.block_size, "SinusoidalPositions")
         if kind == "range":
             start, stop = value
-            return Tensor(self._table()[start:stop])  # (T, C), a constant
-        return Tensor(self._table()[value])
+            return Tensor(self._table(stop)[start:stop])  # (T, C), a constant
+        return Tensor(self._table(int(value.max()) + 1 if value.size else 0)[value])
 
     def extra_repr(self) -> str:
         return f"{self.block_size}, {self.n_embd}"
@@ -115,7 +129,7 @@ class RotaryEmbedding(Module):
     Frequency i (0 <= i < head_dim/2) is theta_i = base**(-2i / head_dim); position p rotates
     the pair (x_i, x_{i + head_dim/2}) by p * theta_i. Then q_m . k_n depends on m - n only.
     rotate(x (B, H, T, head_dim), offset=0) (also its forward) -> same shape; the tables are
-    buffers (not saved).
+    buffers (not saved), float64 (n, head_dim/2) grown to the positions used.
     """
 
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
@@ -123,10 +137,25 @@ class RotaryEmbedding(Module):
         if head_dim < 2 or head_dim % 2:
             raise ValueError(f"RotaryEmbedding needs an even head_dim >= 2, got {head_dim}")
         self.head_dim, self.max_len, self.base = int(head_dim), int(max_len), float(base)
-        inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)   # (hs/2,)
-        angles = np.arange(max_len, dtype=np.float64)[:, None] * inv_freq               # (max_len, hs/2)
-        self.register_buffer("cos", np.cos(angles), persistent=False)
-        self.register_buffer("sin", np.sin(angles), persistent=False)
+        cos, sin = self._host_tables(0)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def _host_tables(self, n: int) -> tuple:
+        """cos, sin float64 (n, head_dim/2) of positions 0..n-1."""
+        inv_freq = self.base ** (-np.arange(0, self.head_dim, 2, dtype=np.float64) / self.head_dim)  # (hs/2,)
+        angles = np.arange(n, dtype=np.float64)[:, None] * inv_freq                                 # (n, hs/2)
+        return np.cos(angles), np.sin(angles)
+
+    def _grow(self, stop: int) -> None:
+        """Make the tables hold positions 0..stop-1, in their current dtype and on their device."""
+        have = self.cos.shape[0]
+        if have >= stop:
+            return
+        cos, sin = self._host_tables(_grown_rows(have, stop, self.max_len))
+        device = device_of(self.cos)
+        self.cos = to_device(cos.astype(self.cos.dtype, copy=False), device)
+        self.sin = to_device(sin.astype(self.sin.dtype, copy=False), device)
 
     def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (..., T, head_dim) at positions offset..offset+T-1 -> rotated, same shape and dtype."""
@@ -149,6 +178,7 @@ class RotaryEmbedding(Module):
         _positions(T, offset, self.max_len, "RotaryEmbedding")
         if xp_of(self.cos) is not xp_of(x):  # used standalone on another device: move the tables once
             self.to(device_of(x))
+        self._grow(offset + T)
         cos = self.cos[offset:offset + T].astype(x.dtype, copy=False)  # (T, hs/2)
         sin = self.sin[offset:offset + T].astype(x.dtype, copy=False)
         return cos, sin

@@ -142,6 +142,13 @@ def _check_outputs(args) -> str | None:
                 return f"folder {folder} for {path} does not exist"
             if Path(path).is_dir():
                 return f"{option} {path} is a folder: give a file name"
+    if args.plot:
+        from gpt.plotting import figure_format
+
+        try:
+            figure_format(args.plot, "--plot")
+        except ValueError as e:
+            return str(e)
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ def register(subparsers) -> None:
                               description="Train and val loss and the learning rate of one or more "
                                           "runs on one figure.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (each holds metrics.jsonl)")
-    p.add_argument("--out", default="curves.png", metavar="PNG", help="the figure to write (default curves.png)")
+    p.add_argument("--out", default="curves.png", metavar="PNG",
+                   help="the figure to write, .png, .svg or .pdf (default curves.png)")
     p.add_argument("--x", choices=tuple(X_AXES), default="steps", help="the horizontal axis (default steps)")
     p.set_defaults(func=run)
 
@@ -84,12 +86,35 @@ def _last_at(points: list[tuple[float, float]], at: float) -> float | None:
     return before[-1] if before else None
 
 
-def run(args: argparse.Namespace) -> int:
-    from gpt.plotting import MISSING_MATPLOTLIB, pyplot, save_figure
+def run_labels(runs: list[str]) -> list[str]:
+    """A distinct label per run folder: its name, with parent folders added while two share one
+    (runs/a/exp and runs/b/exp -> a/exp, b/exp); a folder given twice is numbered."""
+    parts = [Path(os.path.abspath(r)).parts for r in runs]
+    depth = [1] * len(runs)
+    while True:
+        labels = [Path(*p[-d:]).as_posix() for p, d in zip(parts, depth)]
+        clashing = [i for i, label in enumerate(labels) if labels.count(label) > 1 and depth[i] < len(parts[i])]
+        if not clashing:
+            break
+        for i in clashing:
+            depth[i] += 1
+    return [label if labels.count(label) == 1 else f"{label} ({labels[:i].count(label) + 1})"
+            for i, label in enumerate(labels)]
 
-    curves = {Path(r).name or str(r): read_curves(r, args.x) for r in args.runs}
-    for r, c in zip(args.runs, curves.values()):
-        if not any(c.values()):
+
+def _line_style(points: list) -> dict:
+    """A marker for a curve of one point, which a line alone would not show."""
+    return {"marker": "."} if len(points) == 1 else {}
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpt.plotting import MISSING_MATPLOTLIB, figure_format, pyplot, save_figure
+
+    figure_format(args.out)  # refused now, not after the curves are read
+    labels = run_labels(args.runs)
+    curves = {label: read_curves(r, args.x) for r, label in zip(args.runs, labels)}
+    for r, label in zip(args.runs, labels):
+        if not any(curves[label].values()):
             print(f"gpt plot: warning: {r} has no loss lines of a `gpt train` or `gpt vit train` run "
                   "(a translate run prints its own, in metrics.jsonl)", file=sys.stderr)
     plt = pyplot()
@@ -100,13 +125,12 @@ def run(args: argparse.Namespace) -> int:
     fig, (ax_loss, ax_lr) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, height_ratios=(3, 1))
     for i, (name, c) in enumerate(curves.items()):
         color = f"C{i % 10}"
-        # a marker on the train curve too, so that a run of one logged step still shows
-        for key, style in (("train", {"alpha": 0.5, "linewidth": 1, "marker": "." if len(c["train"]) == 1 else None}),
+        for key, style in (("train", {"alpha": 0.5, "linewidth": 1, **_line_style(c["train"])}),
                            ("val", {"marker": "o", "markersize": 3})):
             if c[key]:
                 ax_loss.plot(*zip(*c[key]), color=color, label=f"{name} {key}", **style)
         if c["lr"]:
-            ax_lr.plot(*zip(*c["lr"]), color=color)
+            ax_lr.plot(*zip(*c["lr"]), color=color, **_line_style(c["lr"]))
     ax_loss.set_ylabel("loss")
     ax_loss.legend(fontsize="small")
     ax_lr.set_ylabel("learning rate")

@@ -83,11 +83,21 @@ def read_nanogpt_meta(path: str | os.PathLike) -> dict:
         raise ValueError(f"{path} is not a plain nanoGPT meta.pkl: {exc}") from None
     itos = meta.get("itos") if isinstance(meta, dict) else None
     V = meta.get("vocab_size") if isinstance(meta, dict) else None
-    if (isinstance(V, bool) or not isinstance(V, int) or not isinstance(itos, dict) or sorted(itos) != list(range(V))
-            or not all(isinstance(c, str) and len(c) == 1 for c in itos.values())):
+    if not (_is_int(V) and isinstance(itos, dict) and _maps_ids_to_chars(itos, V)):
         raise ValueError(f"{path} is not the meta.pkl of a nanoGPT character dataset (vocab_size and "
                          "itos mapping 0..V-1 to single characters)")
     return meta
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _maps_ids_to_chars(itos: dict, V: int) -> bool:
+    """Whether `itos` maps exactly the ids 0..V-1 to single characters; the size is compared
+    first, so a hostile V builds nothing, and keys of any type compare without raising."""
+    return (len(itos) == V and all(_is_int(i) and 0 <= i < V for i in itos)
+            and all(isinstance(c, str) and len(c) == 1 for c in itos.values()))
 
 
 def _nanogpt_tokenizer(path: Path):

@@ -16,14 +16,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from bpe.files.atomic import atomic_write_text
+from bpe.files.atomic import atomic_write_text, create_temp, fsync_folder
 from bpe.files.corpus import BLOCK_BYTES, expand_inputs, read_blocks
 from bpe.workers import default_workers
 from bpe.files.lock import FolderLock
@@ -131,13 +130,6 @@ def _utf8_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _temp_file(folder: Path, name: str) -> Path:
-    """A new empty file `.<name>.<random>.tmp` in `folder` (never one another writer uses)."""
-    fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    return Path(path)
-
-
 def _is_val_doc(i: int, val_fraction: float) -> bool:
     """Evenly spaced documents, about `val_fraction` of them (every 10th for 0.1)."""
     return math.floor((i + 1) * val_fraction) > math.floor(i * val_fraction)
@@ -156,8 +148,12 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     Returns the meta dict also written to meta.json, with the folder's fingerprint
     (gpt.data.fingerprint) that checkpoints keep. A folder that holds prepared data is replaced
     only with `force`. While it works, the folder is locked (a second writer, or a `gpt train`
-    reading it, is refused) and marked incomplete (`.incomplete`, which readers refuse), so a
-    kill at any moment leaves a folder that is complete or refused, never one that looks valid."""
+    reading it, is refused). The new tokenizer and token files are written aside (temp files in
+    `out`, so the old data and the new share the disk until the end) and put in place only once
+    all of them are complete: a failure before that (a missing tokenizer, bad input, a full disk)
+    leaves the folder as it was. During the renames the folder is marked incomplete
+    (`.incomplete`, which readers refuse), so a kill at any moment leaves a folder that is
+    complete or refused, never one that looks valid."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     out = Path(out_dir)
@@ -165,13 +161,16 @@ def prepare(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
     with FolderLock(out, "data folder"):  # a second `gpt prepare` into `out` is refused
         if not force:
             _refuse_prepared(out)
-        _start_rewrite(out)
-        meta = _prepare(files, inputs, out, tokenizer=tokenizer, vocab_size=vocab_size, char=char,
-                        pattern=pattern, val_fraction=val_fraction, workers=workers, max_chars=max_chars,
-                        tokenizer_max_chars=tokenizer_max_chars, block_bytes=block_bytes, verbose=verbose)
-        meta["fingerprint"] = fingerprint(out, out / TOKENIZER_FILE)
-        atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
-        (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
+        _clear_temp_files(out)
+        staged = {name: create_temp(out, name) for name in (TOKENIZER_FILE, *(f"{s}.bin" for s in SPLITS))}
+        try:
+            meta = _prepare(files, inputs, staged, tokenizer=tokenizer, vocab_size=vocab_size, char=char,
+                            pattern=pattern, val_fraction=val_fraction, workers=workers, max_chars=max_chars,
+                            tokenizer_max_chars=tokenizer_max_chars, block_bytes=block_bytes, verbose=verbose)
+            _put_in_place(out, staged, meta)
+        finally:
+            for path in staged.values():  # what was not put in place (a failure)
+                path.unlink(missing_ok=True)
     return meta
 
 
@@ -195,18 +194,29 @@ def _refuse_prepared(out: Path) -> None:
                               "replace it, or choose another folder")
 
 
-def _start_rewrite(out: Path) -> None:
-    """Mark `out` incomplete before changing anything in it, and clear what a killed run left."""
-    atomic_write_text(out / INCOMPLETE_FILE, f"being written by gpt prepare (process {os.getpid()})\n")
-    if (out / META_FILE).exists():
-        (out / META_FILE).unlink()
-    for p in out.glob(".*.tmp"):  # temp files of a killed writer (we hold the folder's lock)
+def _clear_temp_files(out: Path) -> None:
+    """Remove the temp files a killed writer left (we hold the folder's lock)."""
+    for p in out.glob(".*.tmp"):
         p.unlink()
 
 
-def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, char, pattern, val_fraction,
-             workers, max_chars, tokenizer_max_chars, block_bytes, verbose) -> dict:
-    """The work of `prepare` inside its lock: the tokenizer, then train.bin and val.bin -> meta."""
+def _put_in_place(out: Path, staged: dict[str, Path], meta: dict) -> None:
+    """Rename the complete staged files (file name -> temp path) over `out`'s, then write
+    meta.json with their fingerprint; `out` is marked incomplete in between."""
+    atomic_write_text(out / INCOMPLETE_FILE, f"being written by gpt prepare (process {os.getpid()})\n")
+    (out / META_FILE).unlink(missing_ok=True)
+    for name, tmp in staged.items():
+        os.replace(tmp, out / name)
+    fsync_folder(out)
+    meta["fingerprint"] = fingerprint(out, out / TOKENIZER_FILE)
+    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2))
+    (out / INCOMPLETE_FILE).unlink()  # the folder is complete from here on
+
+
+def _prepare(files: list[Path], inputs, staged: dict[str, Path], *, tokenizer, vocab_size, char, pattern,
+             val_fraction, workers, max_chars, tokenizer_max_chars, block_bytes, verbose) -> dict:
+    """The work of `prepare` inside its lock: the tokenizer, then train.bin and val.bin, each
+    written to its temp file in `staged` (file name -> path) -> meta."""
     if tokenizer is None:
         tok = train_tokenizer(files, vocab_size, char=char, pattern=pattern, workers=workers,
                               max_chars=tokenizer_max_chars or max_chars, verbose=verbose)
@@ -214,11 +224,12 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
         tok = load_tokenizer(tokenizer)
     else:
         tok = tokenizer
-    tok.save(str(out / TOKENIZER_FILE))
+    tok.save(str(staged[TOKENIZER_FILE]))
     V, eot = int(tok.vocab_size), eot_id(tok)
     workers = min(default_workers(), 8) if workers is None else max(1, int(workers))  # bpe's count, capped
     blocks = iter_documents(files, max_chars, block_bytes, getattr(tok, "pattern", None))
-    stats = _write_splits(out, _encoded(blocks, str(out / TOKENIZER_FILE), workers), V, eot, val_fraction,
+    tmp = {s: staged[f"{s}.bin"] for s in SPLITS}
+    stats = _write_splits(tmp, _encoded(blocks, str(staged[TOKENIZER_FILE]), workers), V, eot, val_fraction,
                           verbose)
     return {
         "vocab_size": V, "dtype": token_dtype(V).name, "tokenizer": TOKENIZER_FILE, "eot_id": eot,
@@ -227,43 +238,36 @@ def _prepare(files: list[Path], inputs, out: Path, *, tokenizer, vocab_size, cha
     }
 
 
-def _write_splits(out: Path, encoded, V: int, eot: int | None, val_fraction: float, verbose: bool) -> dict:
-    """Stream (doc, ids, last) into train.bin and val.bin (temp files, renamed when complete)."""
+def _write_splits(tmp: dict[str, Path], encoded, V: int, eot: int | None, val_fraction: float,
+                  verbose: bool) -> dict:
+    """Stream (doc, ids, last) into the files `tmp` names for each split (train, val)."""
     dtype, tty = token_dtype(V), sys.stderr.isatty()  # a live count on a terminal; one line in a log
-    tmp = {s: _temp_file(out, f"{s}.bin") for s in SPLITS}
     counts, n_bytes = {s: 0 for s in SPLITS}, {s: 0 for s in SPLITS}
     n_docs, t0 = 0, time.perf_counter()
-    try:
-        with open(tmp["train"], "wb") as ftrain, open(tmp["val"], "wb") as fval:
-            handles = {"train": ftrain, "val": fval}
-            for doc, ids, last, size in encoded:
-                split = "val" if _is_val_doc(doc, val_fraction) else "train"
-                if last and eot is not None:
-                    ids = np.append(ids, eot)
-                if ids.size and int(ids.max()) >= V:
-                    raise ValueError(f"tokenizer produced id {int(ids.max())} >= vocab_size {V}")
-                handles[split].write(ids.astype(dtype).tobytes())
-                counts[split] += ids.size
-                n_bytes[split] += size
-                n_docs = max(n_docs, doc + 1)
-                if verbose and tty and last and doc % 200 == 0:
-                    rate = sum(counts.values()) / max(time.perf_counter() - t0, 1e-9)
-                    print(f"\rprepare: {doc + 1} document{'s' if doc else ''}, {rate / 1e3:.0f} k tokens/s",
-                          end="", file=sys.stderr, flush=True)
-            for f in handles.values():
-                f.flush()
-                os.fsync(f.fileno())
-        if counts["val"] == 0 or counts["train"] == 0:
-            _move_tail_to_val(tmp, counts, dtype, val_fraction)
-            total = sum(n_bytes.values())  # a token split: the bytes go with their share of tokens
-            n_bytes["val"] = round(total * counts["val"] / (counts["train"] + counts["val"]))
-            n_bytes["train"] = total - n_bytes["val"]
-        for s in SPLITS:
-            os.replace(tmp[s], out / f"{s}.bin")
-    finally:
-        for p in tmp.values():
-            if p.exists():
-                p.unlink()
+    with open(tmp["train"], "wb") as ftrain, open(tmp["val"], "wb") as fval:
+        handles = {"train": ftrain, "val": fval}
+        for doc, ids, last, size in encoded:
+            split = "val" if _is_val_doc(doc, val_fraction) else "train"
+            if last and eot is not None:
+                ids = np.append(ids, eot)
+            if ids.size and int(ids.max()) >= V:
+                raise ValueError(f"tokenizer produced id {int(ids.max())} >= vocab_size {V}")
+            handles[split].write(ids.astype(dtype).tobytes())
+            counts[split] += ids.size
+            n_bytes[split] += size
+            n_docs = max(n_docs, doc + 1)
+            if verbose and tty and last and doc % 200 == 0:
+                rate = sum(counts.values()) / max(time.perf_counter() - t0, 1e-9)
+                print(f"\rprepare: {doc + 1} document{'s' if doc else ''}, {rate / 1e3:.0f} k tokens/s",
+                      end="", file=sys.stderr, flush=True)
+        for f in handles.values():
+            f.flush()
+            os.fsync(f.fileno())
+    if counts["val"] == 0 or counts["train"] == 0:
+        _move_tail_to_val(tmp, counts, dtype, val_fraction)
+        total = sum(n_bytes.values())  # a token split: the bytes go with their share of tokens
+        n_bytes["val"] = round(total * counts["val"] / (counts["train"] + counts["val"]))
+        n_bytes["train"] = total - n_bytes["val"]
     if verbose:
         print(f"{chr(13) if tty else ''}prepare: {n_docs} document{'s' if n_docs != 1 else ''} -> "
               f"{counts['train']:,} train + "
@@ -277,7 +281,7 @@ def _move_tail_to_val(tmp: dict, counts: dict, dtype: np.dtype, val_fraction: fl
     total = counts["train"] + counts["val"]
     # Everything is in one of the two files: gather it into train first (val is small or empty).
     if counts["train"] == 0:
-        tmp["train"], tmp["val"] = tmp["val"], tmp["train"]
+        os.replace(tmp["val"], tmp["train"])  # val is reopened below, empty
     n_val = max(1, int(round(total * val_fraction)))
     n_train = total - n_val
     if n_train <= 0:

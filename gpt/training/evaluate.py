@@ -13,22 +13,30 @@ def loss_value(loss) -> float:
     return float(loss.item())
 
 
+def cross_entropy(model, x, y):
+    """The mean cross-entropy of model(x, y): its loss less any training-only term (a GPT's MoE
+    load balancing), which a model that adds one keeps apart as `ce_loss`."""
+    loss = model(x, y)[1]
+    ce = getattr(model, "ce_loss", None)
+    return loss if ce is None else ce
+
+
 def evaluate(model, batches: list) -> float:
-    """Mean loss over fixed batches, in eval mode and without a graph."""
+    """Mean cross-entropy over fixed batches, in eval mode and without a graph."""
     from autograd import no_grad
 
     was_training = model.training
     model.eval()
     try:
         with no_grad():
-            losses = [loss_value(model(x, y)[1]) for x, y in batches]
+            losses = [loss_value(cross_entropy(model, x, y)) for x, y in batches]
     finally:
         model.train(was_training)
     return float(np.mean(losses))
 
 
 def evaluate_split(model, tokens: np.ndarray, block_size: int, batch_size: int = 32) -> float:
-    """Mean loss over every token of a split, each predicted once: consecutive windows of
+    """Mean cross-entropy over every token of a split, each predicted once: consecutive windows of
     `block_size` (the last one shorter), so the number has no sampling noise, unlike a few
     random batches. tokens: 1-D integer ids (N,), N >= 2. Runs in eval mode without a graph."""
     from autograd import backend, no_grad
@@ -43,7 +51,7 @@ def evaluate_split(model, tokens: np.ndarray, block_size: int, batch_size: int =
         with no_grad():
             for rows in _consecutive_windows(tokens, block_size, batch_size):
                 x, y = (backend.to_device(a, device) for a in (rows[:, :-1], rows[:, 1:]))
-                total += loss_value(model(x, y)[1]) * y.size
+                total += loss_value(cross_entropy(model, x, y)) * y.size
                 count += y.size
     finally:
         model.train(was_training)
@@ -54,7 +62,7 @@ def _consecutive_windows(tokens: np.ndarray, T: int, batch_size: int):
     """int64 (rows, T + 1) arrays: windows starting at 0, T, 2T, ..., batch_size to an array;
     the targets left over (fewer than T) come last, in a window of their own."""
     n_full, rest = divmod(len(tokens) - 1, T)
-    offsets = np.arange(T + 1)
+    offsets = np.arange(T + 1) if n_full else None  # a huge block_size over a small split needs none
     for lo in range(0, n_full, batch_size):
         starts = np.arange(lo, min(lo + batch_size, n_full)) * T
         yield np.asarray(tokens[starts[:, None] + offsets], dtype=np.int64)

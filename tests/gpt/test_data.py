@@ -1,5 +1,6 @@
 """gpt.data: nanoGPT's layout, documents and end-of-text tokens, the val split, streaming."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -208,3 +209,33 @@ def test_a_text_file_given_as_a_data_folder_says_how_to_prepare_it(tmp_path):
         read_meta(tmp_path / "t.txt")
     with pytest.raises(FileNotFoundError, match="data folder .* does not exist"):
         read_meta(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ("missing tokenizer", FileNotFoundError, "nonexistent.json' does not exist"),
+    ("too little text", ValueError, "too few to split"),  # fails after the new tokenizer and ids are written
+])
+def test_a_forced_prepare_that_fails_leaves_the_old_folder_as_it_was(tmp_path, bad, error, message):
+    paths = write_docs(tmp_path, 3)
+    d = tmp_path / "d"
+    prepare(paths, d, char=True, workers=1)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(error, match=message):
+        if bad == "missing tokenizer":
+            prepare(paths, d, tokenizer=tmp_path / "nonexistent.json", force=True, workers=1)
+        else:
+            prepare([tmp_path / "empty.txt"], d, char=True, force=True, workers=1)
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # no .incomplete, no temp file
+    assert read_meta(d)["train_tokens"] > 0
+
+
+def test_prepared_files_get_the_mode_of_any_file_the_user_writes(tmp_path):
+    old = os.umask(0o022)
+    try:
+        prepare(write_docs(tmp_path, 3), tmp_path / "d", char=True, workers=1)
+    finally:
+        os.umask(old)
+    modes = {n: (tmp_path / "d" / n).stat().st_mode & 0o777
+             for n in ("train.bin", "val.bin", "tokenizer.json", "meta.json")}
+    assert modes == dict.fromkeys(modes, 0o644)

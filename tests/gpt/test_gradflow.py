@@ -429,7 +429,8 @@ TINY_CLI = ["--depths", "1", "--seeds", "1", "--n-embd", "8", "--n-head", "2", "
     (["--family", "vit", "--jacobian-tokens", "20"], "a vit example has 17 tokens"),
     (["--family", "vit", "--jacobian-tokens", "40"], "a vit example has 17 tokens"),
     (["--family", "encoder", "--json", "."], "--json . is a folder"),
-    (["--family", "encoder", "--plot", "."], "--plot . is a folder")])
+    (["--family", "encoder", "--plot", "."], "--plot . is a folder"),
+    (["--family", "encoder", "--plot", "g.jpg"], "--plot 'g.jpg': a figure is written as .png, .svg, .pdf")])
 def test_cli_refuses_what_the_jacobian_study_or_the_outputs_cannot_take_before_the_sweep(
         argv, message, tiny_sweep, tmp_path, capsys):
     from gpt.commands.gradflow import main

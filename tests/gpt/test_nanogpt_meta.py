@@ -57,3 +57,17 @@ def test_other_meta_pkl_contents_are_refused_clearly(tmp_path, payload):
     (d / "meta.pkl").write_bytes(payload if isinstance(payload, bytes) else pickle.dumps(payload))
     with pytest.raises(ValueError, match="meta.pkl"):
         read_meta(d)
+
+
+@pytest.mark.parametrize("itos, V", [
+    ({0: "a", "x": "b"}, 2),      # a key that does not compare with ints
+    ({0: "a", True: "b"}, 2),     # a bool is no id
+    ({0: "a", 2: "b"}, 2),        # a gap
+    ({0: "a"}, 10**10),           # a vocab_size that would build 10**10 ids to compare with
+    ({0: "a", 1.0: "b"}, 2),
+])
+def test_a_hostile_itos_or_vocab_size_is_refused_naming_meta_pkl(tmp_path, itos, V):
+    d, _ = _nanogpt_folder(tmp_path / "d")
+    (d / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": V, "itos": itos}))
+    with pytest.raises(ValueError, match=r"meta.pkl is not the meta.pkl of a nanoGPT character dataset"):
+        read_meta(d)

@@ -116,7 +116,24 @@ GOOD = {"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
     ({"w": {"dtype": "F32", "shape": [2], "data_offsets": "0-8"}}, b"\0" * 8, None, "field 'data_offsets'"),
     ({"w": [1, 2]}, b"", None, "entry is a JSON list"),
     ({"__metadata__": {"step": 3}}, b"", None, "'__metadata__'"),
+    ({"__metadata__": [], **GOOD}, b"\0" * 8, None, r"field '__metadata__' must be an object .* got \[\]"),
+    ({"__metadata__": 0, **GOOD}, b"\0" * 8, None, "field '__metadata__' must be an object .* got 0"),
+    ({"__metadata__": False, **GOOD}, b"\0" * 8, None, "field '__metadata__' must be an object .* got False"),
     ([1, 2, 3], b"", None, "expected an object"),
+    # a dtype that is no string (no dict key either)
+    ({"w": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None,
+     r"tensor 'w': field 'dtype' must be a string, got \['F32'\]"),
+    ({"w": {"dtype": {"F32": 1}, "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None,
+     "tensor 'w': field 'dtype' must be a string, got {'F32': 1}"),
+    # zero-size tensors whose shapes numpy cannot allocate
+    ({"w": {"dtype": "F32", "shape": [0, 2 ** 62], "data_offsets": [0, 0]}}, b"", None,
+     r"tensor 'w': field 'shape' \[0, 4611686018427387904\] is too large"),
+    ({"w": {"dtype": "U8", "shape": [0, 2 ** 64], "data_offsets": [0, 0]}}, b"", None,
+     "tensor 'w': field 'shape' .* is too large"),
+    ({"w": {"dtype": "U8", "shape": [0, 2 ** 62, 2], "data_offsets": [0, 0]}}, b"", None,
+     "tensor 'w': field 'shape' .* is too large"),
+    ({"w": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4, None,
+     "tensor 'w': field 'shape' has 65 dimensions, more than numpy's 64"),
 ])
 def test_corrupt_files_give_a_clear_error_naming_file_and_field(tmp_path, header, data, length, pattern):
     path = tmp_path / "bad.safetensors"
@@ -127,6 +144,16 @@ def test_corrupt_files_give_a_clear_error_naming_file_and_field(tmp_path, header
     with pytest.raises(ValueError, match=pattern) as info:
         load_safetensors(path)
     assert "bad.safetensors" in str(info.value)
+
+
+def test_shapes_at_numpys_limits_still_load(tmp_path):
+    path = tmp_path / "edge.safetensors"
+    write_raw(path, {"w": {"dtype": "F32", "shape": [1] * 64, "data_offsets": [0, 4]},
+                     "z": {"dtype": "U8", "shape": [0, 2 ** 63 - 1], "data_offsets": [0, 0]}}, b"\0" * 4)
+    loaded, meta = load_safetensors(path)
+    assert loaded["w"].shape == (1,) * 64 and loaded["z"].shape == (0, 2 ** 63 - 1) and meta == {}
+    write_raw(path, {"__metadata__": None, **GOOD}, b"\0" * 8)  # null: no metadata, as in the safetensors library
+    assert load_safetensors(path)[1] == {}
 
 
 def test_garbage_and_duplicate_keys_are_rejected(tmp_path):

@@ -122,6 +122,13 @@ def test_load_state_dict_lists_every_missing_unexpected_and_misshaped_entry():
     np.testing.assert_array_equal(net.embed.weight.data, before)  # nothing written on failure
 
 
+def test_load_state_dict_names_keys_that_are_not_strings():
+    net = Net()
+    sd = {**net.state_dict(), 5: np.zeros(1), ("a", 1): np.zeros(1)}
+    with pytest.raises(ValueError, match=r"0 missing, 2 unexpected\):\n  unexpected keys: 5, \('a', 1\)"):
+        net.load_state_dict(sd)
+
+
 def test_load_state_dict_non_strict_reports_but_still_rejects_shapes():
     net = Net()
     sd = {"embed.weight": np.full((3, 4), 2.0, np.float32), "bogus": np.zeros(1)}

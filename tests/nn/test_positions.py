@@ -143,7 +143,7 @@ def test_the_rope_op_passes_float64_gradcheck_and_its_backward_is_the_inverse_ro
     from autograd.ops.rope import rope
 
     rot = nn.RotaryEmbedding(6, 20)
-    cos, sin = rot.cos[2:6], rot.sin[2:6]
+    cos, sin = rot._tables(np.empty((4, 6)), 2)  # positions 2..5
     x = f64(2, 3, 4, 6)
     report = autograd.gradcheck(lambda t: rope(t, cos, sin), [x], rtol=1e-6, atol=1e-9)
     assert report.ok and report.max_abs_error < 1e-8
@@ -165,3 +165,42 @@ def test_rotary_step_on_arrays_equals_rotate_and_module_apply_still_walks_the_tr
     seen = []
     rot.apply(seen.append)  # Module.apply(fn), no longer shadowed
     assert seen == [rot]
+
+
+def _eager_rope_tables(head_dim, n, base=10000.0):
+    """The tables as RotaryEmbedding built them up front for all n positions, before they grew lazily."""
+    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.arange(n, dtype=np.float64)[:, None] * inv_freq
+    return np.cos(angles), np.sin(angles)
+
+
+def test_a_huge_max_len_or_block_size_costs_memory_only_for_the_positions_used():
+    rot = nn.RotaryEmbedding(8, 10**12)  # eager tables would take 64 TB
+    pe = nn.SinusoidalPositions(10**12, 8)
+    assert rot.cos.nbytes == rot.sin.nbytes == pe.table.nbytes == 0
+    rot.rotate(Tensor(np.ones((1, 1, 5, 8))), offset=3)
+    pe(4, offset=10)
+    assert rot.cos.shape == (8, 4) and pe.table.shape == (14, 8)
+    rot.rotate(Tensor(np.ones((1, 1, 1, 8))), offset=8)  # one decode step: the tables double
+    assert rot.cos.shape == (16, 4)
+    with pytest.raises(ValueError, match="exceed the table's 16 positions"):
+        nn.RotaryEmbedding(8, 16).rotate(Tensor(np.ones((1, 1, 1, 8))), offset=16)
+
+
+def test_tables_grown_step_by_step_hold_the_bits_of_eager_ones():
+    cos, sin = _eager_rope_tables(6, 40)
+    rot = nn.RotaryEmbedding(6, 40)
+    x = np.random.default_rng(0).standard_normal((2, 3, 40, 6))
+    full = rot.rotate(Tensor(x)).data
+    for max_len in (40, 41, 1000):  # grown one position at a time, as a KV-cached decode does
+        rot = nn.RotaryEmbedding(6, max_len)
+        steps = [rot.step(x[..., t:t + 1, :], x[..., t:t + 1, :], t)[0] for t in range(40)]
+        np.testing.assert_array_equal(np.concatenate(steps, axis=-2), full)
+        np.testing.assert_array_equal(rot.cos[:40], cos)
+        np.testing.assert_array_equal(rot.sin[:40], sin)
+    pe = nn.SinusoidalPositions(64, 10)
+    rows = [pe(1, offset=t).data for t in range(64)] + [pe(np.array([[63, 0, 17]])).data[0]]
+    table = nn.sinusoidal_table(64, 10)
+    np.testing.assert_array_equal(np.concatenate(rows[:64]), table)
+    np.testing.assert_array_equal(rows[64], table[[63, 0, 17]])
+    np.testing.assert_array_equal(pe.double()(64).data, nn.sinusoidal_table(64, 10, dtype=np.float64))
