@@ -88,6 +88,7 @@ class Tokenizer(TiktokenAPI):
             self._decoder[i] = b
         for s, i in self._special.items():
             self._decoder[i] = s.encode("utf-8")
+        self._latin: list[str | None] | None = None  # _latin1's
         self._ordinary = PieceEncoder(self._ranks, self.pattern)
         self._special_res: dict[frozenset, object] = {}
 
@@ -220,7 +221,7 @@ class Tokenizer(TiktokenAPI):
             # min first: a negative id would index the list from its end
             if ids and min(ids) < 0:
                 raise IndexError
-            return b"".join(map(self._decoder.__getitem__, ids))
+            return "".join(map(self._latin1().__getitem__, ids)).encode("latin-1")
         except (IndexError, TypeError):
             pass
         for i in ids:  # the first id to blame
@@ -228,6 +229,14 @@ class Tokenizer(TiktokenAPI):
                 raise TypeError(f"decode expects a sequence of int token ids, got {type(i).__name__} {i!r:.40}")
             self.token_bytes(i)
         raise AssertionError("unreachable: an id failed to decode but none is invalid")
+
+    def _latin1(self) -> list[str | None]:
+        """Each token's bytes as a latin-1 str (a character per byte), by id: str.join copies them
+        in C, where bytes.join first fills a buffer record per item; encoding the joined text as
+        latin-1 gives the bytes back. Made at the first decode."""
+        if self._latin is None:
+            self._latin = [None if b is None else b.decode("latin-1") for b in self._decoder]
+        return self._latin
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Text of a token sequence; bytes that are not valid UTF-8 become U+FFFD."""
