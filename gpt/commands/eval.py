@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 
 from gpt.commands.common import add_model_source, load_run_model
@@ -32,6 +33,14 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=32, metavar="B", help="windows per forward (default 32)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a sentence")
     p.set_defaults(func=run)
+
+
+_LOG_MAX = math.log(sys.float_info.max)  # the largest loss whose exp is a float
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss); inf past a float's range (where math.exp raises OverflowError), nan for nan."""
+    return math.inf if loss > _LOG_MAX else math.exp(loss)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     loss = evaluate_split(model, tokens, model.config.block_size, batch_size=args.batch_size)
     n_bytes = split_bytes(data_meta if args.max_tokens is None else {"eot_id": data_meta.get("eot_id")},
                           args.split, tokens, data_tok or run_tok)
-    result = {"split": args.split, "loss": loss, "perplexity": math.exp(loss),
+    result = {"split": args.split, "loss": loss, "perplexity": perplexity(loss),
               "bits_per_byte": bits_per_byte(loss, len(tokens), n_bytes), "tokens": len(tokens) - 1,
               "data": str(data_dir), "checkpoint": meta.get("path"), "seconds": time.perf_counter() - t0}
     if args.json:

@@ -107,8 +107,27 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> Checkpoint:
     model_state = {k[6:]: v for k, v in tensors.items() if k.startswith("model/")}
     if not model_state:
         raise CheckpointError(f"checkpoint {str(path)!r} holds no model weights")
+    for name, arr in tensors.items():
+        _check_tensor(path, name, arr)
     meta["path"] = str(path)
     return Checkpoint(model_state, optimizer_state, meta)
+
+
+def _check_tensor(path: Path, name: str, arr: Any) -> None:
+    """Weights and moments must be finite floats: integers are float bits under a lying header
+    (Module.load_state_dict casts them silently), and NaN or inf weights cannot train or score."""
+    if not name.startswith(("model/", "optim.")):
+        return
+    where = f"checkpoint {str(path)!r}: tensor {name!r}"
+    if arr.dtype.kind != "f":
+        raise CheckpointError(f"{where} has dtype {arr.dtype}, expected a float (the file's header "
+                              f"declares a wrong dtype, or the file is not a run's)")
+    from autograd.backend import xp_of
+
+    finite = xp_of(arr).isfinite(arr)
+    if not finite.all():
+        raise CheckpointError(f"{where} holds {int(finite.size - finite.sum()):,} NaN or infinite value(s) "
+                              f"of {arr.size:,}: the run had diverged or the file is damaged")
 
 
 # The JSON type each metadata entry must have (None allowed where a run may have none).

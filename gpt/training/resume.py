@@ -20,29 +20,59 @@ from typing import Callable
 
 from gpt.data.fingerprint import changes
 from gpt.training.checkpoint import BEST, LATEST, CheckpointError, load_checkpoint
-from gpt.training.config import FROZEN_ON_RESUME, TrainConfig, flag
+from gpt.training.config import FROZEN_ON_RESUME, MODEL_KEYS, TrainConfig, check_keys, flag
 from gpt.training.rng import set_rng_state
 
+# What a malformed metadata entry raises from the code that reads it (NumPy's range checks: OverflowError).
+_MALFORMED = (KeyError, TypeError, ValueError, OverflowError, AttributeError)
 
-def resumed_settings(saved: dict, cfg: TrainConfig, explicit: set, say: Callable[[str], None]) -> TrainConfig:
-    """The settings of the resumed run: `saved` (the checkpoint's) < what `explicit` names in `cfg`."""
-    conflicts = [f"{flag(k)} {getattr(cfg, k)!r} (the run has {saved[k]!r})"
-                 for k in FROZEN_ON_RESUME
-                 if k in explicit and k in saved and saved[k] != getattr(cfg, k)]
+
+def resumed_settings(saved: dict, cfg: TrainConfig, explicit: set, say: Callable[[str], None],
+                     meta: dict | None = None) -> TrainConfig:
+    """The settings of the resumed run: `saved` (the checkpoint's) < what `explicit` names in `cfg`.
+    meta: the checkpoint's metadata, which names its file and holds the model's own config."""
+    where = f"checkpoint {meta['path']!r}" if meta and "path" in meta else "the checkpoint"
+    if meta is not None:
+        _require(meta, "train_args", where, "the run's settings")
+    try:  # the types a config file must have: a tampered entry is named, not a TypeError later
+        saved = check_keys({k: v for k, v in saved.items() if k in TrainConfig.__dataclass_fields__},
+                           f"{where}: entry 'train_args'")
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
+    conflicts = _frozen_conflicts(saved, cfg, explicit, (meta or {}).get("config"))
     conflicts += [f"{flag(k)} {getattr(cfg, k)!r} (a resumed run keeps its own {k} folder)"
                   for k in ("data", "out") if k in explicit and getattr(cfg, k)]
     if conflicts:
         raise ValueError("cannot change on resume: " + "; ".join(conflicts))
     values = {**saved, **{k: getattr(cfg, k) for k in explicit}}
     values["resume"], values["out"] = cfg.resume, None
+    # keep the old run's cosine end; a run of 0 steps had none, so its schedule is a fresh run's
     if "max_steps" in explicit and "lr_decay_steps" not in explicit and not saved.get("lr_decay_steps") \
-            and saved.get("max_steps") is not None and values["max_steps"] != saved["max_steps"]:
+            and (saved.get("max_steps") or 0) >= 1 and values["max_steps"] != saved["max_steps"]:
         values["lr_decay_steps"] = saved["max_steps"]
         say(f"schedule: the cosine still ends at step {saved['max_steps']} (the run's old --max-steps) and "
             f"the rate stays at --min-lr after it; to stretch it to the new end instead, give "
             f"--lr-decay-steps {values['max_steps']}")
     out = TrainConfig(**{k: v for k, v in values.items() if k in TrainConfig.__dataclass_fields__})
     out.validate()
+    return out
+
+
+def _frozen_conflicts(saved: dict, cfg: TrainConfig, explicit: set, model: dict | None) -> list[str]:
+    """The FROZEN_ON_RESUME settings `cfg` changes, each with the run's value. For a model setting
+    that is the model's own (a --data run's vocab_size is its folder's, not the unused setting);
+    giving either the model's value or the saved setting changes nothing."""
+    model = model if isinstance(model, dict) else {}
+    out = []
+    for k in FROZEN_ON_RESUME:
+        mine = getattr(cfg, k)
+        if k not in explicit or k not in saved or mine == saved[k]:
+            continue
+        if k in MODEL_KEYS and k in model:
+            if mine != model[k]:
+                out.append(f"{flag(k)} {mine!r} (the run has {model[k]!r})")
+        else:
+            out.append(f"{flag(k)} {mine!r} (the run has {saved[k]!r})")
     return out
 
 
@@ -93,11 +123,24 @@ def restore(ckpt, model, amp, optimizer, loader, data: dict | None = None,
         raise CheckpointError(f"{where} does not fit the model: {exc}") from None
     if ckpt.optimizer_state is None:
         raise CheckpointError(f"{where} holds no optimizer state to resume from")
-    try:  # arrays go onto each parameter's device
-        optimizer.load_state_dict(ckpt.optimizer_state)
-        loader.load_state_dict(ckpt.meta["loader"])
-        set_rng_state(ckpt.meta.get("rng"))
-        if amp is not None and ckpt.meta.get("loss_scale") is not None:
-            amp.scaler.load_state_dict(ckpt.meta["loss_scale"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{where}: cannot resume from it: {exc}") from None
+    loader_state = _require(ckpt.meta, "loader", where, "the position in the training data")
+    _restore_part(where, "its optimizer state", optimizer.load_state_dict, ckpt.optimizer_state)
+    _restore_part(where, "its 'loader' entry", loader.load_state_dict, loader_state)
+    _restore_part(where, "its 'rng' entry", set_rng_state, ckpt.meta.get("rng"))
+    if amp is not None and ckpt.meta.get("loss_scale") is not None:
+        _restore_part(where, "its 'loss_scale' entry", amp.scaler.load_state_dict, ckpt.meta["loss_scale"])
+
+
+def _require(meta: dict, key: str, where: str, what: str):
+    """meta[key], which a resumed run cannot do without (`what` it holds)."""
+    if key not in meta:
+        raise CheckpointError(f"{where}: cannot resume from it: its metadata has no {key!r} entry ({what})")
+    return meta[key]
+
+
+def _restore_part(where: str, part: str, load: Callable, state) -> None:
+    """load(state) (arrays go onto each parameter's device); a malformed `part` is a CheckpointError naming it."""
+    try:
+        load(state)
+    except _MALFORMED as exc:
+        raise CheckpointError(f"{where}: cannot resume from {part}: {exc}") from None

@@ -28,8 +28,14 @@ def set_rng_state(state: dict[str, Any] | None) -> None:
     cpu = state.get("cpu")
     if cpu is None:
         return
+    if not isinstance(cpu, dict):
+        raise ValueError(f"generator state 'cpu' should be an object (a NumPy bit generator's state), "
+                         f"got {type(cpu).__name__}")
     gen = default_generator("cpu")
     if cpu.get("bit_generator") != type(gen.bit_generator).__name__:
         raise ValueError(f"checkpoint's generator state is for {cpu.get('bit_generator')!r}, "
                          f"this autograd uses {type(gen.bit_generator).__name__!r}")
-    gen.bit_generator.state = copy.deepcopy(cpu)
+    try:  # NumPy checks the numbers: a missing key, a wrong type or a value out of range
+        gen.bit_generator.state = copy.deepcopy(cpu)
+    except (KeyError, TypeError, OverflowError) as exc:
+        raise ValueError(f"generator state 'cpu' is malformed: {type(exc).__name__}: {exc}") from None

@@ -25,6 +25,8 @@ class AdamW(Optimizer):
     float32 and float64 updates are the host's bit for bit: the same roundings in the same order.
     """
 
+    STATE_KEYS = ("step", "exp_avg", "exp_avg_sq")
+
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01):
         super().__init__(params, dict(lr=float(lr), betas=tuple(float(b) for b in betas), eps=float(eps),

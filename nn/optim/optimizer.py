@@ -20,6 +20,9 @@ class Optimizer:
     (parameter groups: e.g. weight_decay=0.0 for biases, norms and embeddings). Each group's
     dict is mutable: a schedule sets group["lr"] before each step."""
 
+    # What every non-empty per-parameter state holds: load_state_dict refuses a state without it.
+    STATE_KEYS: tuple[str, ...] = ()
+
     def __init__(self, params: Iterable[Any], defaults: dict):
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
@@ -157,6 +160,10 @@ class Optimizer:
                 elif hasattr(v, "shape"):
                     v = v.item()
                 restored[k] = v
+            missing = [k for k in self.STATE_KEYS if k not in restored]
+            if missing:  # caught here, not as a KeyError deep inside the first step
+                problems.append(f"state of parameter {i} has no {', '.join(map(repr, missing))} "
+                                f"(each needs {', '.join(self.STATE_KEYS)})")
             new_state[p] = restored
         if problems:
             raise ValueError(f"{name}.load_state_dict: " + "; ".join(problems))

@@ -84,3 +84,11 @@ def test_a_larger_vocabulary_than_the_model_is_refused(trained, tmp_path, capsys
     (big / "meta.json").write_text(json.dumps({"vocab_size": 300, "dtype": "uint16"}))
     assert main(["eval", "--run", str(trained / "run"), "--data", str(big)]) == 2
     assert "more than the model's" in capsys.readouterr().err
+
+
+def test_perplexity_of_a_loss_past_the_float_range_is_inf_not_an_overflow_error():
+    from gpt.commands.eval import perplexity
+
+    assert perplexity(1.0) == math.e and perplexity(700.0) == math.exp(700.0)
+    assert perplexity(1e9) == math.inf and perplexity(math.inf) == math.inf
+    assert math.isnan(perplexity(math.nan))

@@ -152,6 +152,19 @@ def test_load_state_dict_restores_learning_rates_and_checks_shapes():
         AdamW([{"params": a[:1]}, {"params": a[1:]}]).load_state_dict(sd)
 
 
+def test_load_state_dict_refuses_a_state_missing_a_moment_before_any_step():
+    a = make_params() + [Parameter(np.ones(5))]
+    opt = AdamW(a, lr=0.01)
+    run(opt, a, 1)
+    sd = opt.state_dict()
+    del sd["state"][1]["exp_avg"]
+    fresh = AdamW(make_params() + [Parameter(np.ones(5))], lr=0.01)
+    with pytest.raises(ValueError, match=r"state of parameter 1 has no 'exp_avg' \(each needs step, exp_avg, "
+                                         r"exp_avg_sq\)"):
+        fresh.load_state_dict(sd)
+    assert fresh.state == {}  # nothing half-loaded
+
+
 def test_bad_options_and_params_are_clear_errors():
     p = make_params()
     with pytest.raises(ValueError, match="betas"):
