@@ -8,6 +8,8 @@ differentiable index ops, so gradients reach the experts, the gates and the inpu
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import autograd
 from autograd.tensor import Tensor
 from nn.linear import Linear
@@ -25,6 +27,10 @@ class MoE(Module):
     over the tokens; it is 1.0 for a perfectly balanced router and grows as load concentrates.
     Add `coef * moe.aux_loss` (coef ~ 0.01) to the training loss. `.tokens_per_expert` holds
     the assignment counts of the last forward.
+
+    Data-parallel training sets `.sum_counts` to a function that sums the (E,) counts over the
+    ranks: while training with gradients, f_e is then the fraction of the whole global batch, and
+    the ranks' mean aux_loss and its gradient are those of one process holding that batch.
     """
 
     def __init__(self, n_embd: int, hidden: int | None = None, n_experts: int = 4, top_k: int = 2,
@@ -39,6 +45,7 @@ class MoE(Module):
         )
         self.aux_loss: Tensor | None = None
         self.tokens_per_expert = None
+        self.sum_counts: Callable[[Any], Any] | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1:] != (self.n_embd,):
@@ -72,7 +79,10 @@ class MoE(Module):
         y = y_sorted[inverse].reshape(N, k, C)                    # (N, k, C), (token, slot) order
         y = (y * gates.reshape(N, k, 1)).sum(axis=1)              # (N, C)
 
-        fraction = (counts / max(N * k, 1)).astype(logits.dtype)  # f_e, a constant
+        load = counts
+        if self.sum_counts is not None and self.training and autograd.is_grad_enabled():
+            load = self.sum_counts(counts)  # only training steps run on every rank together
+        fraction = (load / max(int(load.sum()), 1)).astype(logits.dtype)  # f_e, a constant
         self.aux_loss = (probs.mean(axis=0) * Tensor._make(fraction, None)).sum() * float(E)
         self.tokens_per_expert = counts
         return y.reshape(*x.shape)

@@ -46,6 +46,7 @@ def perplexity(loss: float) -> float:
 def run(args: argparse.Namespace) -> int:
     from gpt.data import load_tokenizer, open_tokens, read_meta
     from gpt.data.folder import bits_per_byte, describe_tokenizer, same_ids, split_bytes
+    from gpt.training.build import saved_data_dir
     from gpt.training.evaluate import evaluate_split
 
     if args.batch_size < 1:
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
         return eval_run(args)
     model, run_tok, meta = load_run_model(args)
-    data_dir = args.data or meta.get("data_dir")
+    data_dir = args.data or saved_data_dir(meta)
     if not data_dir:
         raise ValueError(f"checkpoint {meta.get('path')!r} does not name its data folder: give --data DIR")
     data_meta = read_meta(data_dir)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -212,12 +211,10 @@ def _open_run(out: Path) -> RunFolder:
 def _discard(folder: RunFolder) -> None:
     """Remove what this run wrote (the folder itself if the run made it), then let go of its lock;
     _check_new_run saw none of RUN_FILES at the start, so nothing of another run is lost."""
-    if folder.created:
-        shutil.rmtree(folder.path, ignore_errors=True)
-    else:
+    if not folder.created:
         for name in RUN_FILES:
             (folder / name).unlink(missing_ok=True)
-    folder.close()
+    folder.discard()
 
 
 def load_run(folder: str | Path, task: str | None = None) -> nn.Module:

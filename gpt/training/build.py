@@ -7,14 +7,40 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gpt.data.folder import META_FILE
 from gpt.data.loader import BatchLoader, fixed_batches
 from gpt.training.config import MODEL_KEYS, TrainConfig
+
+RUN_DATA = "data"  # where --input is prepared, inside the run folder
+
+
+def data_dir_record(data_dir: str | Path, run_dir: str | Path) -> str:
+    """The data folder as a checkpoint and config.json record it: relative to the run folder when
+    it lies inside it (so the run can be moved or copied with its data), else absolute."""
+    data, run = Path(data_dir).resolve(), Path(run_dir).resolve()
+    return data.relative_to(run).as_posix() if data.is_relative_to(run) else str(data)
+
+
+def saved_data_dir(meta: dict) -> str | None:
+    """The data folder of a checkpoint (its meta, as gpt.training.checkpoint loads it: "path" is
+    the checkpoint's file), found again after the run folder moved: a relative record is the run
+    folder's; a folder that is gone is replaced by the run's own prepared data, if any (the data
+    fingerprint then checks it is the same data). None where the checkpoint names none."""
+    saved = meta.get("data_dir")
+    if not isinstance(saved, str) or not saved:
+        return None
+    run_dir = Path(meta["path"]).parent
+    found = run_dir / saved  # an absolute record stays itself
+    if not found.is_dir() and (run_dir / RUN_DATA / META_FILE).is_file():
+        found = run_dir / RUN_DATA
+    return str(found)
 
 
 def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root: str,
                 say: Callable[[str], None]) -> Path:
-    """The data folder to train on: a resumed run's, --data, --input prepared into the run
-    folder, or the default corpus (prepared once under runs_root, then cached)."""
+    """The data folder to train on: a resumed run's (resumed: saved_data_dir of its checkpoint),
+    --data, --input prepared into the run folder, or the default corpus (prepared once under
+    runs_root, then cached)."""
     if isinstance(resumed, str) and Path(resumed).is_dir():
         return Path(resumed)
     if cfg.data:
@@ -22,7 +48,7 @@ def data_folder(cfg: TrainConfig, resumed: str | None, run_dir: Path, runs_root:
     if cfg.input:
         from gpt.data import prepare
 
-        d = run_dir / "data"
+        d = run_dir / RUN_DATA
         say(f"data: tokenizing {len(cfg.input)} input path(s) into {d}")
         prepare(cfg.input, d, tokenizer=cfg.tokenizer, vocab_size=cfg.vocab_size, char=cfg.char,
                 val_fraction=cfg.val_fraction, workers=cfg.workers, max_chars=cfg.max_chars,
@@ -41,17 +67,13 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
     the settings the user gave (the others yield to --init-from's model)."""
     from autograd import keep_freed_memory, manual_seed
     from autograd.threads import apply_threads
-    from gpt.model.config import GPTConfig
     from gpt.model.gpt import GPT
     from nn.amp import configure
     from nn.optim import AdamW, weight_decay_groups
 
-    init_state = None
-    if cfg.init_from:  # fine-tuning: the model is the pretrained one, only dropout changes
-        model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer, explicit)
-    else:
-        model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
-    check_step_fits(cfg, model_cfg)
+    check = lambda: model_config(cfg, vocab_size, data_tokenizer, explicit)  # noqa: E731
+    # before the first collective, so that every rank meeting the same error reports it once
+    model_cfg, init_state = check() if dist is None else dist.run_on_all(check, "check of the model")
     keep_freed_memory()  # a step frees and re-allocates the same large buffers: no page faults
     if cfg.device == "cpu":  # pool and BLAS threads from the free cores, or $GPT_THREADS
         apply_threads(ranks=dist.world_size if dist is not None else 1)
@@ -63,6 +85,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
         model.to(cfg.device)
     if dist is not None:  # the same seed gives the same weights; rank 0's are the rule
         dist.broadcast_arrays(p.data for p in model.parameters())
+        share_expert_load(model, dist)
     model.train()
     amp = configure(model, cfg.precision, cfg.device)  # fp16: float32 master weights
     # nanoGPT's rule: every parameter of 2 or more dimensions decays, the token and position
@@ -71,6 +94,29 @@ def build_model(cfg: TrainConfig, vocab_size: int, dist=None, data_tokenizer=Non
     optimizer = AdamW(amp.master_groups(groups) if amp else groups, lr=cfg.lr,
                       betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
     return model_cfg, model, amp, optimizer
+
+
+def model_config(cfg: TrainConfig, vocab_size: int, data_tokenizer=None, explicit: frozenset = frozenset()):
+    """(GPTConfig, --init-from's state_dict or None) of the run, checked to fit in memory."""
+    from gpt.model.config import GPTConfig
+
+    init_state = None
+    if cfg.init_from:  # fine-tuning: the model is the pretrained one, only dropout changes
+        model_cfg, init_state = init_model(cfg, vocab_size, data_tokenizer, explicit)
+    else:
+        model_cfg = GPTConfig.from_dict(cfg.model_dict(vocab_size))
+    check_step_fits(cfg, model_cfg)
+    return model_cfg, init_state
+
+
+def share_expert_load(model, dist) -> None:
+    """Let every MoE layer count its experts' load over all ranks (nn.MoE.sum_counts), so that its
+    load-balancing loss is the global batch's, as one process with that batch would compute it."""
+    from nn.moe import MoE
+
+    for m in model.modules():
+        if isinstance(m, MoE):
+            m.sum_counts = dist.sum_counts
 
 
 def step_bytes(cfg: TrainConfig, model_cfg) -> int:

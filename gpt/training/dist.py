@@ -5,7 +5,9 @@ every rank draws the same global batch of `world_size * B` windows (one generato
 all ranks) and keeps its own slice, so the ranks together see exactly what one process with batch
 `world_size * B` would see. Gradients are averaged in a few large flat buckets after backward and
 before clipping, so the optimizer state stays identical on every rank without being sent.
-Evaluation batches are split the same way and their losses averaged. Dropout masks come from
+Evaluation batches are split the same way and their losses averaged. An MoE layer's
+load-balancing loss counts the tokens sent to each expert over all ranks (`sum_counts`), as one
+process would over the whole batch. Dropout masks come from
 the same seed on every rank (the same masks, applied to different windows), which keeps the
 generator state a checkpoint saves identical on all ranks. Only rank 0 writes files and prints;
 a checkpoint records the number of ranks, and resuming it with another number is an error.
@@ -15,8 +17,9 @@ complete within `timeout_s` (a rank died, hangs or was stopped; GPT_DIST_TIMEOUT
 DEFAULT_TIMEOUT_S) does the same, naming the ranks that never reached it: the ranks that time out
 tell each other so by point-to-point messages, and the ranks not heard from within a grace period
 are the stalled ones. Errors that every rank meets alike (settings that differ between ranks, a
-checkpoint of another world size, a diverged run) are raised on every rank with
-`every_rank = True`, so rank 0 reports them once and all exit cleanly.
+checkpoint of another world size or a corrupt one, data that does not fit the settings, a
+diverged run) are raised on every rank with `every_rank = True`, so rank 0 reports them once and
+all exit cleanly.
 
 mpi4py is imported only when the process runs under an MPI launcher with more than one rank.
 """
@@ -184,6 +187,24 @@ class Distributed:
             raise mark_every_rank(error)
         raise mark_every_rank(RuntimeError(f"rank 0 failed during the {what}: {payload[1]}"))
 
+    def run_on_all(self, fn: Callable[[], Any], what: str) -> Any:
+        """fn() on every rank -> its result there. An error that every rank meets with the same
+        message (a corrupt checkpoint, a data folder without val.bin) is raised marked every_rank,
+        so rank 0 reports it once; one met by some ranks only is raised unmarked there (ending the
+        job), while the other ranks wait to be ended with it."""
+        result = error = None
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - compared across ranks, then re-raised
+            error = exc
+        mine = None if error is None else f"{type(error).__name__}: {error}"
+        outcomes = self.allgather_object(mine, f"outcome of the {what}")
+        if error is not None:
+            raise mark_every_rank(error) if all(o == mine for o in outcomes) else error
+        if any(o is not None for o in outcomes):
+            self.barrier()  # never completes: the failed ranks end the job (or the timeout does)
+        return result
+
     def broadcast_arrays(self, arrays: Iterable[Any]) -> None:
         """Overwrite every array in place with rank 0's values (initial weights)."""
         for arr in arrays:
@@ -199,6 +220,13 @@ class Distributed:
         buf = np.array([value], dtype=np.float64)
         self._wait(self.comm.Iallreduce(self._mpi().IN_PLACE, buf, op=self._mpi().SUM), "loss all-reduce")
         return float(buf[0]) / self.world_size
+
+    def sum_counts(self, counts: Any) -> Any:
+        """The sum over ranks of an integer array (an MoE layer's tokens per expert), as an array
+        of the same backend (numpy or cupy)."""
+        host = np.ascontiguousarray(counts if isinstance(counts, np.ndarray) else counts.get(), dtype=np.int64)
+        self._wait(self.comm.Iallreduce(self._mpi().IN_PLACE, host, op=self._mpi().SUM), "MoE load all-reduce")
+        return host if isinstance(counts, np.ndarray) else _to_like(host, counts)
 
     def barrier(self, timeout_s: float | None = _JOB_TIMEOUT) -> None:
         self._wait(self.comm.Ibarrier(), "barrier", timeout_s)
@@ -313,11 +341,11 @@ def check_resume_world_size(meta: dict, world_size: int, path) -> None:
 
     saved = int(meta.get("world_size", 1))  # checkpoints from before data-parallel runs: one process
     if saved != world_size:
-        how = f"mpiexec -n {saved} gpt train" if saved > 1 else "gpt train (one process)"
+        how = f"with `mpiexec -n {saved} gpt train" if saved > 1 else "in one process, with `gpt train"
         raise mark_every_rank(CheckpointError(
             f"checkpoint {str(path)!r} was written by a run of {saved} rank(s) (a global batch of "
-            f"{saved} x --batch-size) and this run has {world_size}: resume it with "
-            f"`{how} --resume {Path(path).parent}`"))
+            f"{saved} x --batch-size) and this run has {world_size}: resume it "
+            f"{how} --resume {Path(path).parent}`"))
 
 
 def weights_checksum(params: Iterable[Any]) -> str:

@@ -94,7 +94,9 @@ def load_for_resume(path: Path):
 
 def check_data(ckpt, data: dict, say: Callable[[str], None]) -> None:
     """Refuse to resume `ckpt` on data whose fingerprint `data` differs from the one it kept."""
-    where, data_dir = f"checkpoint {ckpt.meta['path']!r}", ckpt.meta.get("data_dir")
+    from gpt.training.build import saved_data_dir
+
+    where, data_dir = f"checkpoint {ckpt.meta['path']!r}", saved_data_dir(ckpt.meta)
     saved = ckpt.meta.get("data_fingerprint")
     if not isinstance(saved, dict):
         say(f"warning: {where} predates data fingerprints: nothing checks that {data_dir} still holds "

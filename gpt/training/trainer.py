@@ -14,7 +14,6 @@ rank 0 writes files and prints, and every rank stops at the same step.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from gpt.model.report import flops_per_token
 from gpt.training.flops import measure_peak_flops
 from gpt.training.progress import ProgressLine, StopFlag, deferred_interrupts
 from gpt.training.step_log import StepLog
-from gpt.training.build import build_batches, build_model, data_folder
+from gpt.training.build import build_batches, build_model, data_dir_record, data_folder, saved_data_dir
 from gpt.training.end_of_run import RunResult, print_samples, sample_prompt, say_summary
 from gpt.training.resume import load_for_resume, restore, resumed_settings
 from gpt.training.rng import get_rng_state
@@ -90,25 +89,40 @@ class Trainer:
                                  {k: v for k, v in self.cfg.to_dict().items() if k != "device"})
         self.resume_ckpt = None
         if self.cfg.resume:
-            path = find_checkpoint(self.cfg.resume, prefer=(LATEST, BEST))
-            self._open_folder(path.parent)  # before reading: a run still training refuses here
-            self.resume_ckpt = load_for_resume(path)
-            check_resume_world_size(self.resume_ckpt.meta, self.world_size, path)
-            self.cfg = resumed_settings(dict(self.resume_ckpt.meta.get("train_args", {})), self.cfg,
-                                        self.explicit, self.say)
+            self._alike(self._read_resume, "reading of the checkpoint")
         elif self.dist is not None:  # one folder for all ranks: rank 0 names it (a shared file system)
             self._open_folder(self.dist.run_on_main(lambda: str(self._new_run_path()), "choice of the run folder"))
         else:
             self._open_folder(self._new_run_path())
-        resumed_data = self.resume_ckpt.meta.get("data_dir") if self.resume_ckpt is not None else None
+        resumed_data = saved_data_dir(self.resume_ckpt.meta) if self.resume_ckpt is not None else None
         find_data = lambda: str(data_folder(self.cfg, resumed_data, self.run_dir, self.runs_root, self.say))  # noqa: E731
         if self.dist is not None:  # rank 0 prepares the data (tokenizer training may take minutes)
             self.data_dir = Path(self.dist.run_on_main(find_data, "data preparation"))
         else:
             self.data_dir = Path(find_data())
-        self._open_data()
+        self._alike(self._open_data, "reading of the data folder")
         self.model_cfg, self.model, self.amp, self.optimizer = build_model(
             self.cfg, int(self.meta["vocab_size"]), self.dist, self.tokenizer, frozenset(self.explicit))
+        self._alike(self._start_position, "set-up of the batches")
+        self._boundary = (self.loader.state_dict(), get_rng_state(self.cfg.device))
+        self.flops_per_step = flops_per_token(self.model_cfg, self.cfg.block_size) * \
+            self.cfg.block_size * self.cfg.batch_size * self.cfg.grad_accum
+
+    def _alike(self, fn, what: str) -> Any:
+        """fn(); under MPI an error that every rank meets alike is reported once (Distributed.run_on_all)."""
+        return fn() if self.dist is None else self.dist.run_on_all(fn, what)
+
+    def _read_resume(self) -> None:
+        """The checkpoint to resume and the settings it brings, with its run folder opened."""
+        path = find_checkpoint(self.cfg.resume, prefer=(LATEST, BEST))
+        self._open_folder(path.parent)  # before reading: a run still training refuses here
+        self.resume_ckpt = load_for_resume(path)
+        check_resume_world_size(self.resume_ckpt.meta, self.world_size, path)
+        self.cfg = resumed_settings(dict(self.resume_ckpt.meta.get("train_args", {})), self.cfg,
+                                    self.explicit, self.say, self.resume_ckpt.meta)
+
+    def _start_position(self) -> None:
+        """The batches, and the step the run starts at: 0, or the resumed checkpoint's with its state."""
         self.loader, self.eval_sets = build_batches(self.cfg, self.train_tokens, self.val_tokens, self.dist)
         self.step, self.best_val, self.last_good_step = 0, math.inf, None
         self.best_step: int | None = None
@@ -116,23 +130,16 @@ class Trainer:
             restore(self.resume_ckpt, self.model, self.amp, self.optimizer, self.loader, self.fingerprint, self.say)
             self.step = self.last_good_step = self.resume_ckpt.step
             self.best_val = float(self.resume_ckpt.meta.get("best_val_loss") or math.inf)
-        self._boundary = (self.loader.state_dict(), get_rng_state(self.cfg.device))
-        self.flops_per_step = flops_per_token(self.model_cfg, self.cfg.block_size) * \
-            self.cfg.block_size * self.cfg.batch_size * self.cfg.grad_accum
 
     def _open_folder(self, path) -> None:
         self.folder = RunFolder(path)
-        if self.is_main:
+        if self.is_main:  # the only rank that writes it makes it (then only rank 0 may remove it)
             self.folder.open()
-        else:
-            self.folder.path.mkdir(parents=True, exist_ok=True)
 
     def _abandon(self) -> None:
         """A run that could not start leaves no empty or half-filled folder, and no lock."""
         if self.folder is not None:
-            self.folder.close()
-            if self.folder.created and self.is_main:
-                shutil.rmtree(self.folder.path, ignore_errors=True)
+            self.folder.discard()
 
     def _new_run_path(self) -> Path:
         run_dir = Path(self.cfg.out) if self.cfg.out else new_run_path(self.runs_root)
@@ -155,7 +162,7 @@ class Trainer:
     def _ckpt_meta(self, loader_state: dict, rng_state: Any) -> dict:
         return {
             "step": self.step, "config": self.model_cfg.to_dict(), "train_args": self.cfg.to_dict(),
-            "loader": loader_state, "rng": rng_state, "data_dir": str(Path(self.data_dir).resolve()),
+            "loader": loader_state, "rng": rng_state, "data_dir": data_dir_record(self.data_dir, self.run_dir),
             "best_val_loss": None if math.isinf(self.best_val) else self.best_val,
             "tokenizer": self.tokenizer_text, "vocab_size": int(self.meta["vocab_size"]),
             "world_size": self.world_size, "data_fingerprint": self.fingerprint,
@@ -180,7 +187,7 @@ class Trainer:
             return
         data_meta = {k: v for k, v in self.meta.items() if k != "tokenizer_path"}
         self.folder.write_config({"train": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
-                                  "data_dir": str(Path(self.data_dir).resolve()), "data_meta": data_meta})
+                                  "data_dir": data_dir_record(self.data_dir, self.run_dir), "data_meta": data_meta})
         if self.tokenizer_text is not None:
             self.folder.write_tokenizer(self.tokenizer_text)
 

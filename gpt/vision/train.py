@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -201,9 +200,7 @@ class VitRun:
                 model_cfg, settings = self._read_resumed(path, settings, set(explicit or ()), model_explicit or {})
             self._setup(model_cfg, settings)
         except BaseException:  # a run that could not start leaves no lock and no empty folder
-            self.folder.close()
-            if self.folder.created:
-                shutil.rmtree(self.folder.path, ignore_errors=True)
+            self.folder.discard()
             raise
 
     def _read_resumed(self, path: Path, given: VitSettings, explicit: set, model_given: dict):

@@ -365,3 +365,59 @@ def test_ranks_whose_weights_drift_apart_are_stopped_at_the_next_checkpoint(data
     assert rc == 2
     assert "ranks disagree about the weights at step 3 (a checksum)" in stderr
     assert not (tmp_path / "run" / "latest.safetensors").exists()
+
+
+@needs_mpi
+def test_mixture_of_experts_on_two_ranks_trains_like_one_process_of_the_whole_batch(data_dir, tmp_path):
+    """The load-balancing loss counts each expert's tokens over both ranks, as one process would."""
+    moe = dict(mlp="moe", moe_aux_coef=1.0, max_steps=4, lr_decay_steps=4, eval_interval=4)
+    _gpt_train(2, data_dir, tmp_path / "two", **moe)
+    one = train(TrainConfig(data=str(data_dir), out=str(tmp_path / "one"), n_layer=2, n_head=2, n_embd=16,
+                            block_size=16, batch_size=4, grad_accum=2, dropout=0.0, warmup_steps=2, lr=3e-3,
+                            min_lr=3e-4, eval_batches=2, log_interval=1, samples=0, peak_flops=1e9, seed=7, **moe),
+                out=ProgressLine(enabled=False))
+    two, single = _weights(tmp_path / "two"), _weights(one.run_dir)
+    for name, w in single.model_state.items():
+        np.testing.assert_allclose(two.model_state[name], w, rtol=0, atol=1e-5, err_msg=name)
+
+
+def test_a_checkpoint_of_one_process_resumed_on_ranks_names_the_command_to_resume_it():
+    from gpt.training.dist import check_resume_world_size
+
+    with pytest.raises(CheckpointError, match=r"resume it in one process, with `gpt train --resume runs/r1`$"):
+        check_resume_world_size({"world_size": 1}, 2, Path("runs/r1/latest.safetensors"))
+
+
+def _no_val(data_dir, tmp_path):
+    shutil.copytree(data_dir, tmp_path / "noval")
+    (tmp_path / "noval" / "val.bin").unlink()
+    return _train_argv(tmp_path / "noval", tmp_path / "run")
+
+
+def _truncated(data_dir, tmp_path, two_rank_run):
+    run = tmp_path / "cut"
+    shutil.copytree(two_rank_run[0], run)
+    (run / "best.safetensors").unlink()
+    ckpt = run / "latest.safetensors"
+    ckpt.write_bytes(ckpt.read_bytes()[:-100])
+    return ["-m", "gpt.cli", "train", "--resume", str(run), "--max-steps", "8"]
+
+
+def _block_past_val(data_dir, tmp_path):
+    val = np.fromfile(data_dir / "val.bin", dtype=np.uint16)
+    return _train_argv(data_dir, tmp_path / "run", block_size=len(val))
+
+
+@needs_mpi
+@pytest.mark.parametrize("argv,message", [
+    (_no_val, "has no val.bin"),
+    (_truncated, "cannot read checkpoint"),
+    (_block_past_val, "val split has"),
+])
+def test_an_error_every_rank_meets_before_training_is_reported_once(data_dir, tmp_path, two_rank_run, argv, message):
+    args = (data_dir, tmp_path, two_rank_run) if argv is _truncated else (data_dir, tmp_path)
+    rc, stdout, stderr = _launch([(2, argv(*args))])
+    assert rc == 2, stdout + stderr
+    assert stderr.count(message) == 1, stderr   # by rank 0 alone,
+    assert "Abort" not in stderr and "ending all ranks" not in stderr, stderr  # and no rank aborts the job
+    assert not (tmp_path / "run").exists()

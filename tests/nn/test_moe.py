@@ -84,3 +84,30 @@ def test_moe_names_and_errors():
         nn.MoE(4, 8, n_experts=2, top_k=3)
     with pytest.raises(ValueError, match=r"expected x \(\.\.\., 4\)"):
         moe(f64(2, 5))
+
+
+def test_halves_of_a_batch_whose_counts_are_summed_have_the_whole_batchs_aux_loss_and_gradient():
+    """Data parallelism in one process: two 'ranks' each route half the tokens; with their counts
+    summed (sum_counts), the mean of their aux losses and of their router gradients equals the
+    whole batch's, as one process would compute it."""
+    moe = nn.MoE(4, 8, n_experts=4, top_k=2).double()
+    x = np.random.default_rng(1).standard_normal((6, 4))
+    halves = (x[:3], x[3:])
+
+    def aux_and_grad(rows):
+        moe.router.weight.grad = None
+        moe(autograd.Tensor(rows))
+        moe.aux_loss.backward()
+        return moe.aux_loss.item(), moe.router.weight.grad.copy(), moe.tokens_per_expert.copy()
+
+    whole_aux, whole_grad, _ = aux_and_grad(x)
+    counts = [aux_and_grad(h)[2] for h in halves]
+    parts = []
+    for r, h in enumerate(halves):
+        moe.sum_counts = lambda c, other=counts[1 - r]: c + other  # what an all-reduce over 2 ranks returns
+        parts.append(aux_and_grad(h))
+    assert np.mean([p[0] for p in parts]) == pytest.approx(whole_aux, rel=1e-12)
+    np.testing.assert_allclose(np.mean([p[1] for p in parts], axis=0), whole_grad, rtol=1e-10, atol=1e-14)
+    with autograd.no_grad():  # outside training steps (evaluation, sampling on rank 0) nothing is summed
+        moe.sum_counts = lambda c: pytest.fail("summed outside a training step")
+        moe(autograd.Tensor(x))
