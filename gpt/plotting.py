@@ -29,9 +29,9 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 
 
 def figure_format(path: str | os.PathLike, flag: str = "--out") -> str:
-    """The format a figure is written in, from `path`'s suffix (one of FIGURE_FORMATS); a
-    ValueError naming `flag` otherwise, to be raised before any work."""
-    fmt = Path(path).suffix.lower().lstrip(".")
+    """The format a figure is written in, from `path`'s suffix (one of FIGURE_FORMATS; PNG without
+    one); a ValueError naming `flag` otherwise, to be raised before any work."""
+    fmt = Path(path).suffix.lower().lstrip(".") or "png"
     if fmt not in FIGURE_FORMATS:
         raise ValueError(f"{flag} {str(path)!r}: a figure is written as " + ", ".join(f".{f}" for f in FIGURE_FORMATS)
                          + "; give a file name ending in one of them")

@@ -154,12 +154,11 @@ class _Astral:
         members = [set(cls.findall(chars)) for cls in self._classes]
         sigs = list(zip(*(map(m.__contains__, chars) for m in members)))
         rep = {sig: None if any(sig[-8:]) else self._stand_in(sig) for sig in set(sigs)}
-        self._table.update(zip(map(ord, chars), map(rep.__getitem__, sigs)))
-        if None in rep.values():  # no stand-in: such a character must not stay in the table
-            lacking = [c for c, sig in zip(chars, sigs) if rep[sig] is None]
-            self._lacking.update(lacking)
-            for c in lacking:
-                del self._table[ord(c)]
+        if None in rep.values():  # no stand-in: such a character stays out of the table
+            self._lacking.update(c for c, sig in zip(chars, sigs) if rep[sig] is None)
+            self._table.update((ord(c), rep[sig]) for c, sig in zip(chars, sigs) if rep[sig] is not None)
+        else:
+            self._table.update(zip(map(ord, chars), map(rep.__getitem__, sigs)))
         self._known.update(chars)
 
     def replace(self, text: str) -> str | None:

@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         raise FileExistsError(f"{args.out} already holds a checkpoint; choose another --out")
     folder.open()
     try:
+        source = str(Path(args.hf).resolve())
+        # config.json first: a folder holding a run's other files without it is refused (RunFolder)
+        folder.write_config({"model": cfg.to_dict(), "imported_from": source})
         text = None
         if tokenizer is not None:
             path = folder / "tokenizer.json"
@@ -55,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
                 path.unlink()
                 raise
             text = path.read_text(encoding="utf-8")
-        source = str(Path(args.hf).resolve())
-        folder.write_config({"model": cfg.to_dict(), "imported_from": source})
         meta = {"step": 0, "config": cfg.to_dict(), "tokenizer": text, "vocab_size": cfg.vocab_size,
                 "data_dir": None, "imported_from": source}
         folder.save_checkpoint(LATEST, state, None, meta)

@@ -150,6 +150,10 @@ def run_page(args) -> int:
     for path in (args.out, args.png):
         if path and not Path(path).resolve().parent.is_dir():
             raise ValueError(f"folder {Path(path).parent} for {path} does not exist")
+    if args.png:
+        from gpt.plotting import figure_format
+
+        figure_format(args.png, "--png")  # refused now, not after the page is written
     if (args.run or args.checkpoint) and _is_vit(args.run or args.checkpoint):
         return run_vit_page(args)
     if args.image is not None:

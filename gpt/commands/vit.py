@@ -154,9 +154,12 @@ def eval_run(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    from gpt.plotting import figure_format
     from gpt.vision.show import confusion_table, image_rows, png_grid
     from gpt.vision.train import confusion_matrix, evaluate, load_vit
 
+    if args.png:
+        figure_format(args.png, "--png")  # refused now, not after the evaluation
     if args.show < 0:
         raise ValueError(f"--show must be >= 0, got {args.show}")
     model, meta = load_vit(args.run)

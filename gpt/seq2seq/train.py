@@ -28,12 +28,13 @@ from bpe.files.lock import LOCK_FILE
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import translate_ids
 from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig, report
-from gpt.training.run_folder import RunFolder
+from gpt.training.run_folder import CONFIG, METRICS, SUMMARY, RunFolder
 from gpt.training.trainer import TrainingDiverged
 
 TASKS = {"translate": Seq2Seq, "encoder": EncoderOnly}
+WEIGHTS = "model.safetensors"
 # config.json last: a folder holds it only once the run's other files are complete
-RUN_FILES = ("metrics.jsonl", "model.safetensors", "summary.json", "config.json")
+WRITTEN = (METRICS, WEIGHTS, SUMMARY, CONFIG)
 
 
 @dataclass
@@ -189,12 +190,12 @@ def _dumps(value, indent: int | None = None) -> str:
 
 def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict,
              metrics: list[dict] = ()) -> None:
-    """Write the run's files (RUN_FILES, in that order) into the folder `out`, which exists."""
-    atomic_write_text(out / "metrics.jsonl", "".join(_dumps(rec) + "\n" for rec in metrics))
-    nn.checkpoint.save_safetensors(out / "model.safetensors", dict(model.state_dict()), {"task": task})
-    atomic_write_text(out / "summary.json", _dumps(summary, indent=2) + "\n")
+    """Write the run's files (WRITTEN, in that order) into the folder `out`, which exists."""
+    atomic_write_text(out / METRICS, "".join(_dumps(rec) + "\n" for rec in metrics))
+    nn.checkpoint.save_safetensors(out / WEIGHTS, dict(model.state_dict()), {"task": task})
+    atomic_write_text(out / SUMMARY, _dumps(summary, indent=2) + "\n")
     cfg = {"task": task, "model": model.config.to_dict(), "settings": asdict(settings)}
-    atomic_write_text(out / "config.json", _dumps(cfg, indent=2) + "\n")
+    atomic_write_text(out / CONFIG, _dumps(cfg, indent=2) + "\n")
 
 
 def _open_run(out: Path) -> RunFolder:
@@ -210,9 +211,9 @@ def _open_run(out: Path) -> RunFolder:
 
 def _discard(folder: RunFolder) -> None:
     """Remove what this run wrote (the folder itself if the run made it), then let go of its lock;
-    _check_new_run saw none of RUN_FILES at the start, so nothing of another run is lost."""
+    _check_new_run saw none of WRITTEN at the start, so nothing of another run is lost."""
     if not folder.created:
-        for name in RUN_FILES:
+        for name in WRITTEN:
             (folder / name).unlink(missing_ok=True)
     folder.discard()
 
@@ -220,7 +221,7 @@ def _discard(folder: RunFolder) -> None:
 def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
     """The model of a run folder written by save_run, in eval mode; `task` checks what it holds."""
     folder = Path(folder)
-    cfg_path = folder / "config.json"
+    cfg_path = folder / CONFIG
     if not cfg_path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json (train one with `gpt translate train --out {folder}`)")
     try:
@@ -235,7 +236,7 @@ def load_run(folder: str | Path, task: str | None = None) -> nn.Module:
     if task is not None and cfg["task"] != task:
         raise ValueError(f"{folder} holds a {cfg['task']!r} model, expected {task!r}")
     model = TASKS[cfg["task"]](Seq2SeqConfig.from_dict(cfg["model"]))
-    tensors, _ = nn.checkpoint.load_safetensors(folder / "model.safetensors")
+    tensors, _ = nn.checkpoint.load_safetensors(folder / WEIGHTS)
     model.load_state_dict(tensors)
     return model.eval()
 

@@ -43,7 +43,7 @@ KIND = "vit"
 
 def _whole(value, least: int) -> bool:
     """Whether `value` is a whole number >= least: never NaN or 2.5; 8.0 too (older runs saved floats)."""
-    return value >= least and float(value).is_integer()
+    return value >= least and (isinstance(value, int) or float(value).is_integer())  # a huge int has no float
 
 
 @dataclass
@@ -296,9 +296,10 @@ class VitRun:
 
     def run(self) -> dict:
         s, t0, cpu0 = self.s, time.perf_counter(), time.process_time()
-        metrics = self.folder.metrics(self.step if self.ckpt else None)
+        metrics = None
         try:
-            self._write_config()
+            self._write_config()  # first: a folder holding a run's files but no config.json is refused
+            metrics = self.folder.metrics(self.step if self.ckpt else None)
             self.say(f"run folder: {self.folder.path}\n{self.images.describe()}\n{report(self.model)}"
                      + (f"\nresuming at step {self.step}" if self.ckpt else ""))
             log = StepLog(self.out, metrics, max_steps=s.steps, log_interval=s.log_interval,
@@ -309,16 +310,17 @@ class VitRun:
             self.out.close()
             res = self._evaluate(metrics)
             path = self.save()
+            summary = {"run_dir": str(self.folder.path), "steps": self.step, "stop_reason": reason,
+                       "train_seconds": round(time.perf_counter() - t0, 1),
+                       "cpu_seconds": round(time.process_time() - cpu0, 1),  # wall time on a shared machine is not its own
+                       "parameters": self.model.num_params(),
+                       "test_loss": res["loss"], "test_accuracy": res["accuracy"], "checkpoint": str(path),
+                       "data": self._data_info()}
+            self.folder.write_summary(summary)  # under the lock, as every other file
         finally:
-            metrics.close()
+            if metrics is not None:
+                metrics.close()
             self.folder.close()
-        summary = {"run_dir": str(self.folder.path), "steps": self.step, "stop_reason": reason,
-                   "train_seconds": round(time.perf_counter() - t0, 1),
-                   "cpu_seconds": round(time.process_time() - cpu0, 1),  # wall time on a shared machine is not its own
-                   "parameters": self.model.num_params(),
-                   "test_loss": res["loss"], "test_accuracy": res["accuracy"], "checkpoint": str(path),
-                   "data": self._data_info()}
-        self.folder.write_summary(summary)
         return summary
 
     def _loop(self, log: StepLog, metrics, t0: float) -> str:

@@ -310,3 +310,21 @@ def test_a_tokenizer_json_with_a_negative_id_is_refused_by_import(tmp_path, bpe,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tokenizer.json" in err, err
     assert not (tmp_path / "run" / LATEST).exists()
+
+
+def test_an_import_interrupted_after_its_tokenizer_can_be_run_again(tmp_path, bpe, monkeypatch):
+    """config.json comes first: a folder left with a tokenizer.json but no config.json would be
+    refused as no run's (RunFolder) by the same import run again."""
+    import gpt.data
+
+    folder = _hf(tmp_path, tokenizer=bpe)
+
+    def interrupted(path):  # the read-back of the tokenizer.json just written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpt.data, "load_tokenizer", interrupted)
+    assert gpt_main(["import", "--hf", str(folder), "--out", str(tmp_path / "run")]) == 130
+    assert (tmp_path / "run" / "tokenizer.json").exists()
+    monkeypatch.undo()
+    assert gpt_main(["import", "--hf", str(folder), "--out", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / LATEST).exists()

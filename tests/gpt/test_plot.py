@@ -109,14 +109,14 @@ def test_a_run_of_one_logged_step_shows_a_marker_in_the_learning_rate_panel_too(
     assert len(lr[0]) == 1 and train[2]["marker"] == "." and lr[2]["marker"] == "."
 
 
-@pytest.mark.parametrize("name", ["c", "c.png.txt", "c.jpg"])
+@pytest.mark.parametrize("name", ["c.png.txt", "c.jpg"])
 def test_an_out_file_of_no_figure_format_is_refused_before_writing(tmp_path, capsys, name):
     assert main(["plot", str(RUN), "--out", str(tmp_path / name)]) == 2
     assert "a figure is written as .png, .svg, .pdf" in capsys.readouterr().err
     assert not (tmp_path / name).exists()
 
 
-@pytest.mark.parametrize("name", ["c.png", "c.SVG", "c.pdf"])
+@pytest.mark.parametrize("name", ["c.png", "c.SVG", "c.pdf", "c"])
 def test_a_figure_is_written_in_the_format_its_suffix_names(tmp_path, name):
     """save_figure passes the suffix's format to savefig (it wrote PNG bytes into c.pdf before)."""
     seen = {}
@@ -128,4 +128,5 @@ def test_a_figure_is_written_in_the_format_its_suffix_names(tmp_path, name):
 
     closed = []
     out = gpt.plotting.save_figure(Fig(), tmp_path / name, type("Plt", (), {"close": lambda self, f: closed.append(f)})())
-    assert seen["format"] == name.split(".")[-1].lower() and out.read_bytes() == b"figure" and closed
+    want = name.split(".")[-1].lower() if "." in name else "png"  # no suffix: PNG, as before
+    assert seen["format"] == want and out.read_bytes() == b"figure" and closed

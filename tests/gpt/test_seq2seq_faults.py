@@ -86,7 +86,7 @@ def test_an_interrupted_or_failed_run_removes_what_it_wrote(tmp_path, monkeypatc
     assert [p.name for p in out.iterdir()] == [".lock"]
     monkeypatch.undo()
     train_task("translate", small(), settings(), out, **QUIET)
-    assert sorted(p.name for p in out.iterdir()) == [".lock", *sorted(T.RUN_FILES)]
+    assert sorted(p.name for p in out.iterdir()) == [".lock", *sorted(T.WRITTEN)]
 
 
 def test_non_finite_numbers_are_written_as_json_null(tmp_path):

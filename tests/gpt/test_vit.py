@@ -239,6 +239,8 @@ def test_cli_train_resume_predict_eval_and_plot(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot change on resume: --data 'digits'" in err and "--d-model 32 (the run's model has 16)" in err
 
+    assert main(["vit", "predict", "--run", run, "--show", "3", "--png", str(tmp_path / "grid.jpg")]) == 2
+    assert "--png '" in capsys.readouterr().err  # refused by its flag, before the evaluation
     assert main(["vit", "predict", "--run", run, "--show", "3", "--png", str(tmp_path / "grid.png")]) == 0
     out = capsys.readouterr().out
     assert "true->predicted" in out and "true\\pred" in out and out.count("\n") > 20
@@ -248,6 +250,12 @@ def test_cli_train_resume_predict_eval_and_plot(tmp_path, capsys):
     assert main(["plot", run, "--x", "tokens", "--out", str(tmp_path / "curves.png")]) == 0
     assert main(["sample", "--run", run]) == 2  # a text command on an image classifier: one line
     assert "holds a ViT (an image classifier): use gpt vit predict" in capsys.readouterr().err
+
+
+def test_a_huge_whole_number_setting_is_refused_by_its_flag_not_a_float_overflow():
+    with pytest.raises(ValueError, match="--seed"):
+        VitSettings(seed=-10**400).validate()
+    VitSettings(seed=10**400).validate()  # a whole number: no float conversion to overflow
 
 
 def test_cli_errors_are_one_clear_line(tmp_path, capsys):
