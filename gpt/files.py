@@ -1,8 +1,9 @@
-"""Files of run folders and data folders: a write that could not complete, and why a path given
-as a file cannot be read as one. (One writer at a time is bpe.files.lock's FolderLock; atomic
-writes are bpe.files.atomic's.)"""
+"""Files of run folders and data folders: a write that could not complete, why a path given as a
+file cannot be read as one, and numbers made fit for JSON. (One writer at a time is
+bpe.files.lock's FolderLock; atomic writes are bpe.files.atomic's.)"""
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -32,3 +33,15 @@ def read_text_file(path: str | os.PathLike, what: str) -> str:
     except UnicodeDecodeError as exc:
         raise ValueError(f"{what} {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
                          f"offset {exc.start})") from None
+
+
+def json_safe(value):
+    """`value` (dicts, lists and tuples of them, nested) with every non-finite float as None: JSON
+    has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

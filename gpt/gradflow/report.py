@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from bpe.files.atomic import atomic_write
+from gpt.files import json_safe
 from gpt.plotting import MISSING_MATPLOTLIB, pyplot, save_figure
 
 GEOMETRIC = ("ratio", "factor")  # summarised by geometric mean and a multiplicative spread
@@ -32,7 +33,7 @@ SWEEP_COLUMNS = (
 
 def write_json(path: str | os.PathLike, result: dict) -> Path:
     """The whole result as indented JSON (NaN/inf written as null so any JSON reader takes it)."""
-    text = json.dumps(_finite(result), indent=1)
+    text = json.dumps(json_safe(result), indent=1)
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -41,14 +42,6 @@ def write_json(path: str | os.PathLike, result: dict) -> Path:
     return atomic_write(path, write)
 
 
-def _finite(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:

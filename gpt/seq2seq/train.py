@@ -25,6 +25,7 @@ import nn
 from autograd.memory import check_fits
 from bpe.files.atomic import atomic_write_text
 from bpe.files.lock import LOCK_FILE
+from gpt.files import json_safe
 from gpt.seq2seq import data as D
 from gpt.seq2seq.decode import translate_ids
 from gpt.seq2seq.model import EncoderOnly, Seq2Seq, Seq2SeqConfig, report
@@ -173,19 +174,8 @@ def _check_new_run(out: Path) -> None:
                               "or remove it")
 
 
-def _json(value):
-    """`value` with every non-finite float as None: JSON has no NaN or Infinity."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    return value
-
-
 def _dumps(value, indent: int | None = None) -> str:
-    return json.dumps(_json(value), indent=indent, allow_nan=False)
+    return json.dumps(json_safe(value), indent=indent, allow_nan=False)
 
 
 def save_run(out: Path, task: str, model: nn.Module, settings: TrainSettings, summary: dict,

@@ -6,31 +6,16 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from bpe.files.lock import FolderBusy, FolderLock
-from gpt.data import prepare
 from gpt.training.build import saved_data_dir
 from gpt.training.checkpoint import load_checkpoint, load_model
 from gpt.training.config import TrainConfig
 from gpt.training.run_folder import RunFolder
 from gpt.training.trainer import Trainer, train
+from tests.gpt.test_faults_folders import _corpus, data_dir  # noqa: F401 - data_dir: a fixture
 from tests.gpt.test_train import quiet, small
-
-
-def _corpus(path):
-    rng = np.random.default_rng(0)
-    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home"]
-    path.write_text(" ".join(words[i] for i in rng.integers(len(words), size=3000)) + ".\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runfolder")
-    prepare([_corpus(root / "corpus.txt")], root / "d", char=True, workers=1)
-    return root / "d"
 
 
 def tiny(data_dir, out, **kw):
