@@ -110,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.num_samples):
             if i:
                 out.write("\n" + "-" * 40 + "\n")
-            out.write(shown_prompt)
+            pieces = stream_text(model, tok, ids, args.max_new_tokens, stop=stop, generator=gen,
+                                 sampling=sampling, use_cache=not args.no_cache, stats=stats)
+            # the first piece before the prompt: a refusal (memory, a stop string) is then a line of its own
+            out.write(shown_prompt + next(pieces, ""))
             out.flush()
-            for piece in stream_text(model, tok, ids, args.max_new_tokens, stop=stop, generator=gen,
-                                     sampling=sampling, use_cache=not args.no_cache, stats=stats):
+            for piece in pieces:
                 out.write(piece)
                 out.flush()
             n_tokens += stats.pop("tokens", 0)

@@ -297,14 +297,19 @@ def generate(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig
     """
     cfg = model.config
     sampling = S.SamplingConfig.of(sampling, **options)
+    max_new_tokens, num_samples, num_beams = (_count(v, name, least) for v, name, least in (
+        (max_new_tokens, "max_new_tokens", 0), (num_samples, "num_samples", 1), (num_beams, "num_beams", 1)))
     prompts, ragged = as_prompts(idx, cfg.vocab_size)
     if num_beams > 1:
         rows = []
-        for p in prompts:
-            rows.extend(beam_generate(model, p, max_new_tokens, num_beams, stop=stop, tokenizer=tokenizer,
-                                      use_cache=use_cache, repetition_penalty=sampling.repetition_penalty,
-                                      length_penalty=length_penalty, num_return=num_samples,
-                                      window_keep=window_keep))
+        for i, p in enumerate(prompts):
+            best = beam_generate(model, p, max_new_tokens, num_beams, stop=stop, tokenizer=tokenizer,
+                                 use_cache=use_cache, repetition_penalty=sampling.repetition_penalty,
+                                 length_penalty=length_penalty, num_return=num_samples, window_keep=window_keep)
+            if len(best) < num_samples:  # every row must be one of prompt i's num_samples
+                raise ValueError(f"beam search found {len(best)} distinct continuation(s) of prompt {i}, fewer than "
+                                 f"num_samples={num_samples}: ask for fewer samples or more new tokens")
+            rows.extend(best)
     else:
         steps = list(stream(model, prompts, max_new_tokens, sampling=sampling, stop=stop, use_cache=use_cache,
                             seed=seed, num_samples=num_samples, tokenizer=tokenizer, window_keep=window_keep))
@@ -318,6 +323,14 @@ def generate(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig
     for i, r in enumerate(rows):
         out[i, :len(r)] = r
     return out
+
+
+def _count(value, name: str, least: int) -> int:
+    """`value` as an int, refused by `name` unless it is a whole number >= least (5.0 is 5)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or int(value) != value or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return int(value)
 
 
 def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int, *, stop=None,
@@ -356,7 +369,7 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
             logits = _only_below(dec.step(last)[:k], limit)
         if repetition_penalty != 1.0:
             ctx = dec.tokens[:len(logits), :dec.n]
-            logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
+            logits = S.infinite_wins(S.apply_repetition_penalty(logits, list(ctx), repetition_penalty))
         return S.log_softmax(logits)
 
     hyps = beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,

@@ -55,15 +55,34 @@ def apply_repetition_penalty(logits: np.ndarray, context: Sequence[Sequence[int]
         ids = np.unique(np.asarray(ctx, dtype=np.int64))
         ids = ids[(ids >= 0) & (ids < out.shape[1])]
         vals = out[b, ids]
-        out[b, ids] = np.where(vals > 0, vals / penalty, vals * penalty)
+        with np.errstate(over="ignore"):  # past float64's range: +-inf, which infinite_wins resolves
+            out[b, ids] = np.where(vals > 0, vals / penalty, vals * penalty)
     return out
 
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """logits / temperature as float64 (B, V); temperature must be > 0 (0 is greedy, handled by the caller)."""
+    """(logits - the row's max) / temperature as float64 (B, V); temperature must be > 0 (0 is
+    greedy, handled by the caller). The shift changes no probability and keeps the max at 0: a
+    temperature near 0 then sends the others to -inf (the greedy limit), never the max to +inf."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 here (0 means greedy), got {temperature}")
-    return _as_logits2d(logits) / float(temperature)
+    x = _as_logits2d(logits)
+    m = x.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore"):  # overflow to -inf is the limit wanted
+        return (x - np.where(np.isfinite(m), m, 0.0)) / float(temperature)
+
+
+def infinite_wins(logits: np.ndarray) -> np.ndarray:
+    """Rows holding +inf (a logit past float64's range, after a penalty) keep only those entries,
+    as equals, the rest -inf: the limit of their distribution, where inf - inf would make every
+    probability NaN. Other rows are returned as they are."""
+    inf = np.isposinf(logits)
+    rows = inf.any(axis=1)
+    if not rows.any():
+        return logits
+    out = logits.copy()
+    out[rows] = np.where(inf[rows], 0.0, NEG_INF)
+    return out
 
 
 def top_k_filter(logits: np.ndarray, k: int | None) -> np.ndarray:
@@ -188,12 +207,15 @@ class SamplingConfig:
         t, k, p, r = self.temperature, self.top_k, self.top_p, self.repetition_penalty
         if t is None or not np.isfinite(t) or t < 0:
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
-        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
-            raise ValueError(f"top_k must be None or an integer >= 1, got {k}")
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(k) or int(k) != k or k < 1:
+                raise ValueError(f"top_k must be None or an integer >= 1, got {k}")
+            object.__setattr__(self, "top_k", int(k))  # 2.0 from a config file: np.partition needs an int
         if p is not None and not (0 < p <= 1):
             raise ValueError(f"top_p must be None or in (0, 1], got {p}")
-        if r is None or not (r > 0):
-            raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {r}")
+        if r is None or not (0 < r < np.inf):
+            raise ValueError(f"repetition_penalty must be a finite number > 0 (1.0 = off), got {r}")
 
     @classmethod
     def of(cls, sampling: "SamplingConfig | None" = None, **options: Any) -> "SamplingConfig":
@@ -227,7 +249,7 @@ class SamplingConfig:
         if self.needs_context:
             if context is None:
                 raise ValueError("repetition_penalty needs the context token ids")
-            out = apply_repetition_penalty(out, context, self.repetition_penalty)
+            out = infinite_wins(apply_repetition_penalty(out, context, self.repetition_penalty))
         if self.greedy:
             return out
         out = apply_temperature(out, self.temperature)

@@ -418,6 +418,26 @@ def test_gpt_sample_reads_a_prompt_file_and_reports_bad_input(tmp_path, capsys):
     assert "not in this character-level vocabulary" in capsys.readouterr().err
     assert main(["sample", "--run", str(tmp_path / "run"), "--top-p", "1.5"]) == 2
     assert "top_p" in capsys.readouterr().err
+    # refused before the prompt is shown, so the error is a line of its own
+    assert main(["sample", "--run", str(tmp_path / "run"), "--prompt", "abc", "--stop", ""]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "stop strings must not be empty" in err
+    assert main(["sample", "--run", str(tmp_path / "run"), "--prompt", "abc", "--max-new-tokens", str(10**12)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--max-new-tokens" in err
+
+
+def test_generate_names_a_bad_count_and_a_beam_search_short_of_samples(tmp_path):
+    model, _ = write_run(tmp_path)
+    for kw, word in ((dict(max_new_tokens=-1, num_beams=2), "max_new_tokens"), (dict(max_new_tokens=3, num_beams=-3), "num_beams"),
+                     (dict(max_new_tokens=3, num_beams=2.5), "num_beams"), (dict(max_new_tokens=3, num_samples=2.5), "num_samples")):
+        with pytest.raises(ValueError, match=f"{word} must be an integer >= "):
+            generate(model, [[1, 2]], **kw)
+    # one new token has at most vocab_size continuations: fewer than the samples asked for
+    n = model.config.vocab_size + 1
+    with pytest.raises(ValueError, match=f"fewer than num_samples={n}"):
+        generate(model, [[1, 2], [3, 4]], 1, num_beams=n, num_samples=n)
+    assert generate(model, [[1, 2]], 3.0, num_beams=2).shape == (1, 5)  # a whole float is a count
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

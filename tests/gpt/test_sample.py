@@ -150,10 +150,37 @@ def test_repetition_penalty_changes_the_greedy_choice():
 @pytest.mark.parametrize("kwargs, word", [
     ({"temperature": -1}, "temperature"), ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
     ({"top_p": 0.0}, "top_p"), ({"repetition_penalty": 0.0}, "repetition_penalty"),
+    ({"top_k": 2.5}, "top_k"), ({"top_k": np.inf}, "top_k"), ({"top_k": np.nan}, "top_k"),
+    ({"repetition_penalty": np.inf}, "repetition_penalty"),
 ])
 def test_bad_sampling_arguments_name_themselves_when_the_config_is_made(kwargs, word):
     with pytest.raises(ValueError, match=word):
         S.SamplingConfig(**kwargs)
+
+
+def test_a_temperature_near_zero_samples_the_argmax_as_its_limit_does():
+    """1 / 1e-310 overflows: dividing raw logits sent the max to +inf, softmax to NaN, the pick to token 0."""
+    logits = np.array([[1.0, 3.0, 2.0], [-5.0, -7.0, -6.0]])
+    for seed in range(20):
+        assert next_token(logits, np.random.default_rng(seed), temperature=1e-310).tolist() == [1, 0]
+    for t in (0.3, 1.0, 7.0):  # the shift by the row's max changes no probability
+        shifted = S.softmax(S.apply_temperature(logits, t))
+        assert np.allclose(shifted, S.softmax(logits / t), rtol=1e-12, atol=0)
+
+
+def test_a_whole_float_top_k_is_an_int_and_filters():
+    cfg = S.SamplingConfig(top_k=2.0)
+    assert cfg.top_k == 2 and type(cfg.top_k) is int
+    assert cfg.next_token(np.array([[0.0, 5.0, 4.0]]), np.random.default_rng(0)).item() in (1, 2)
+
+
+def test_a_penalty_past_floats_range_leaves_the_infinite_logits_as_equals():
+    """2 / 1e-310 is +inf: the tokens whose logit overflowed share the draw, never NaN or token 0 by default."""
+    logits, context = np.array([[-3.0, 2.0, 1.0, -1.0]]), [[1, 2]]
+    picks = {next_token(logits, np.random.default_rng(s), context, repetition_penalty=1e-310).item()
+             for s in range(40)}
+    assert picks == {1, 2}
+    assert next_token(logits, None, context, repetition_penalty=1e-310, temperature=0).item() == 1
 
 
 def test_sampling_config_is_one_frozen_value_and_takes_options_one_way():
