@@ -240,10 +240,8 @@ def stream(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig |
     (temperature=, top_k=, top_p=, repetition_penalty=)."""
     cfg = model.config
     sampling = S.SamplingConfig.of(sampling, **options)
-    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    max_new_tokens = S.whole_number(max_new_tokens, "max_new_tokens", 0)
+    num_samples = S.whole_number(num_samples, "num_samples", 1)
     prompts, _ = as_prompts(idx, cfg.vocab_size)
     prompts = [p for p in prompts for _ in range(num_samples)]
     lengths = np.array([len(p) for p in prompts])
@@ -297,7 +295,7 @@ def generate(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig
     """
     cfg = model.config
     sampling = S.SamplingConfig.of(sampling, **options)
-    max_new_tokens, num_samples, num_beams = (_count(v, name, least) for v, name, least in (
+    max_new_tokens, num_samples, num_beams = (S.whole_number(v, name, least) for v, name, least in (
         (max_new_tokens, "max_new_tokens", 0), (num_samples, "num_samples", 1), (num_beams, "num_beams", 1)))
     prompts, ragged = as_prompts(idx, cfg.vocab_size)
     if num_beams > 1:
@@ -323,14 +321,6 @@ def generate(model, idx: Any, max_new_tokens: int, *, sampling: S.SamplingConfig
     for i, r in enumerate(rows):
         out[i, :len(r)] = r
     return out
-
-
-def _count(value, name: str, least: int) -> int:
-    """`value` as an int, refused by `name` unless it is a whole number >= least (5.0 is 5)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or int(value) != value or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return int(value)
 
 
 def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int, *, stop=None,
@@ -369,7 +359,7 @@ def beam_generate(model, prompt: np.ndarray, max_new_tokens: int, num_beams: int
             logits = _only_below(dec.step(last)[:k], limit)
         if repetition_penalty != 1.0:
             ctx = dec.tokens[:len(logits), :dec.n]
-            logits = S.infinite_wins(S.apply_repetition_penalty(logits, list(ctx), repetition_penalty))
+            logits = S.apply_repetition_penalty(logits, list(ctx), repetition_penalty)
         return S.log_softmax(logits)
 
     hyps = beam_search(logprob_fn, num_beams, max_new_tokens, is_final if (stop_ids or stop_strings) else None,

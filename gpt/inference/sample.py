@@ -34,6 +34,15 @@ def _as_logits2d(logits: Any) -> np.ndarray:
     return arr
 
 
+def whole_number(value, name: str, least: int) -> int:
+    """`value` as an int, refused by `name` unless it is a whole number >= least (5.0 is 5: a
+    count read from a config file)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or int(value) != value or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return int(value)
+
+
 # ---- logit processors ----------------------------------------------------------------------
 def apply_repetition_penalty(logits: np.ndarray, context: Sequence[Sequence[int]] | np.ndarray,
                              penalty: float) -> np.ndarray:
@@ -42,7 +51,8 @@ def apply_repetition_penalty(logits: np.ndarray, context: Sequence[Sequence[int]
     less likely for penalty > 1).
 
     logits: (B, V) float; context: B sequences of token ids (ragged allowed; ids < 0 are padding
-    and ignored). Returns a new (B, V) float64 array.
+    and ignored). Returns a new (B, V) float64 array, where a row whose penalised logits overflow
+    to +inf keeps only those (``infinite_wins``).
     """
     if penalty <= 0:
         raise ValueError(f"repetition_penalty must be > 0, got {penalty}")
@@ -57,7 +67,7 @@ def apply_repetition_penalty(logits: np.ndarray, context: Sequence[Sequence[int]
         vals = out[b, ids]
         with np.errstate(over="ignore"):  # past float64's range: +-inf, which infinite_wins resolves
             out[b, ids] = np.where(vals > 0, vals / penalty, vals * penalty)
-    return out
+    return infinite_wins(out)
 
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
@@ -207,11 +217,8 @@ class SamplingConfig:
         t, k, p, r = self.temperature, self.top_k, self.top_p, self.repetition_penalty
         if t is None or not np.isfinite(t) or t < 0:
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
-        if k is not None:
-            if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) \
-                    or not np.isfinite(k) or int(k) != k or k < 1:
-                raise ValueError(f"top_k must be None or an integer >= 1, got {k}")
-            object.__setattr__(self, "top_k", int(k))  # 2.0 from a config file: np.partition needs an int
+        if k is not None:  # 2.0 from a config file becomes 2: np.partition needs an int
+            object.__setattr__(self, "top_k", whole_number(k, "top_k", 1))
         if p is not None and not (0 < p <= 1):
             raise ValueError(f"top_p must be None or in (0, 1], got {p}")
         if r is None or not (0 < r < np.inf):
@@ -249,7 +256,7 @@ class SamplingConfig:
         if self.needs_context:
             if context is None:
                 raise ValueError("repetition_penalty needs the context token ids")
-            out = infinite_wins(apply_repetition_penalty(out, context, self.repetition_penalty))
+            out = apply_repetition_penalty(out, context, self.repetition_penalty)
         if self.greedy:
             return out
         out = apply_temperature(out, self.temperature)

@@ -86,8 +86,7 @@ def translate_ids(model, sources: Any, max_new_tokens: int = 16, *,
     if len(sources) == 0:
         return []
     rows, _ = as_prompts(sources, model.config.vocab_size, what="source")
-    if isinstance(max_new_tokens, bool) or int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    max_new_tokens = S.whole_number(max_new_tokens, "max_new_tokens", 0)
     if num_beams != 1:  # beam_search checks num_beams >= 1
         if sampling is not None and sampling.temperature > 0:
             raise ValueError(f"beam search is deterministic: sampling with temperature {sampling.temperature:g} "
